@@ -1,0 +1,48 @@
+# The two commands: `make book` (build the HTML book) and `make test` (the full check).
+# Every target is a thin call into replib; the environment lives in .venv (created on first use).
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+REPLIB := $(VENV)/bin/replib
+SETUP_STAMP := $(VENV)/.replib-installed
+
+.PHONY: setup test unit smoke book run scoreboard check sync lint clean
+
+setup: $(SETUP_STAMP)
+
+# torch is installed first, pinned, so that no other requirement pulls a CUDA build of several GB.
+$(SETUP_STAMP): pyproject.toml requirements-lock.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -c requirements-lock.txt -e '.[book,test]'
+	touch $(SETUP_STAMP)
+
+test: unit smoke            ## unit and structure tests, every notebook at smoke, the book build
+
+unit: setup
+	$(PY) -m pytest -n 2 tests
+
+smoke: setup
+	$(REPLIB) smoke
+
+book: setup                 ## execute every notebook at the book profile (cached) and build _build/html
+	$(REPLIB) book
+
+run: setup                  ## make run CHAPTER=bidprice_routing ARGS="--seeds 0 1 2"
+	$(REPLIB) run $(CHAPTER) $(ARGS)
+
+scoreboard: setup
+	$(REPLIB) scoreboard
+
+check: setup
+	$(REPLIB) check
+
+sync: setup                 ## after editing a notebook's .py, regenerate its output-free .ipynb twin
+	$(VENV)/bin/jupytext --to ipynb notebooks/*/0*.py
+
+lint: setup
+	$(VENV)/bin/ruff check lib tests notebooks
+
+clean:
+	rm -rf _build runs

@@ -1,0 +1,99 @@
+"""Building and testing the book: `make book` and `make test` are thin calls into these functions."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from .core.paths import require_repo_root
+
+ENV_FILES = ("pyproject.toml", "environment.yml", "requirements-lock.txt")
+STAMP = "replib-stamp.txt"
+
+
+def _bin(name: str) -> str:
+    """An executable of this environment (jupyter-book, pytest), next to the running Python."""
+    path = Path(sys.executable).parent / name
+    return str(path) if path.exists() else name
+
+
+def environment_stamp(root: Path) -> str:
+    """Hash of lib/ and the environment files: a change drops the execution cache."""
+    digest = hashlib.sha256()
+    files = sorted((root / "lib").rglob("*.py")) + [root / f for f in ENV_FILES if (root / f).is_file()]
+    for path in files:
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def refresh_cache(root: Path) -> bool:
+    """Drop _build/.jupyter_cache when lib/ or the environment changed (jupyter-cache hashes only
+    the notebook's code cells, so it would otherwise serve outputs made by old library code)."""
+    cache = root / "_build" / ".jupyter_cache"
+    stamp = environment_stamp(root)
+    stamp_file = root / "_build" / STAMP
+    if stamp_file.is_file() and stamp_file.read_text() == stamp:
+        return False
+    shutil.rmtree(cache, ignore_errors=True)
+    stamp_file.parent.mkdir(parents=True, exist_ok=True)
+    stamp_file.write_text(stamp)
+    return True
+
+
+def build_book(profile: str = "book") -> Path:
+    """Execute every notebook at `profile` (cached) and build the HTML book into _build/html."""
+    root = require_repo_root()
+    if refresh_cache(root):
+        print("lib/ or the environment changed: the notebook execution cache was dropped")
+    env = dict(os.environ, REPLIB_PROFILE=profile)
+    cmd = [_bin("jupyter-book"), "build", str(root), "-W", "-n", "--keep-going"]
+    subprocess.run(cmd, check=True, env=env, cwd=root)
+    index = root / "_build" / "html" / "index.html"
+    print(f"The book is at {index}")
+    return index
+
+
+def _stage(root: Path, stage: Path) -> None:
+    """Copy the book's sources to `stage`, with execution switched off in its _config.yml."""
+    shutil.rmtree(stage, ignore_errors=True)
+    stage.mkdir(parents=True)
+    for name in ("_toc.yml", "book", "notebooks"):
+        src = root / name
+        if src.is_dir():
+            shutil.copytree(src, stage / name, ignore=shutil.ignore_patterns("__pycache__", "*.py"))
+        else:
+            shutil.copy2(src, stage / name)
+    config = yaml.safe_load((root / "_config.yml").read_text(encoding="utf-8"))
+    config["execute"]["execute_notebooks"] = "off"
+    (stage / "_config.yml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+
+
+def smoke() -> Path:
+    """The notebook half of `make test`: every notebook under nbmake at the smoke profile, two at a
+    time, with the network blocked for their kernels; then the book built from those executed
+    notebooks (no second execution) with warnings as errors."""
+    root = require_repo_root()
+    stage = root / "runs" / "smoke"
+    _stage(root, stage)
+    offline_log = stage / "network-attempts.log"
+    env = dict(os.environ, REPLIB_PROFILE="smoke", REPLIB_OFFLINE="1", REPLIB_OFFLINE_LOG=str(offline_log),
+               OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MPLBACKEND="agg",
+               PYTHONPATH=os.pathsep.join(filter(None, [str(root / "tools" / "offline"),
+                                                       os.environ.get("PYTHONPATH")])))
+    cmd = [_bin("pytest"), "--nbmake", "--nbmake-kernel=python3", "--nbmake-timeout=600", "--overwrite",
+           "-n", "2", "-p", "no:cacheprovider", "-o", "addopts=", "--rootdir", str(stage), "-v",
+           str(stage / "notebooks")]
+    subprocess.run(cmd, check=True, env=env, cwd=stage)
+    if offline_log.is_file() and offline_log.read_text().strip():
+        raise SystemExit(f"notebooks tried to reach the network:\n{offline_log.read_text()}")
+    subprocess.run([_bin("jupyter-book"), "build", str(stage), "-W", "-n", "--keep-going"],
+                   check=True, env=env, cwd=stage)
+    index = stage / "_build" / "html" / "index.html"
+    print(f"Smoke-profile book at {index}")
+    return index

@@ -1,0 +1,253 @@
+"""The `replib` command: run chapters with papermill, regenerate the scoreboard, list and check results.
+
+    replib run bidprice_routing --profile book --seeds 5 6 7 --out runs/x -p arrival_steps=400
+    replib scoreboard | replib check | replib list
+    replib book | replib smoke          (what `make book` and `make test` call)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+
+import yaml
+
+from .core.fingerprint import NOTEBOOKS
+from .core.ledger import format_value, write_json_atomic
+from .core.paths import chapter_slugs, check_slug, load_chapter, require_repo_root
+from .core.profiles import PROFILES
+
+EXIT_USAGE = 2
+
+
+class UsageError(Exception):
+    """A bad chapter, profile or parameter: refused before anything runs (exit 2)."""
+
+
+def parse_assignments(pairs: list[str]) -> dict:
+    """-p NAME=VALUE pairs; VALUE is read as YAML (5000 -> int, 0.5 -> float, [1, 2] -> list)."""
+    params = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name.isidentifier():
+            raise UsageError(f"-p expects NAME=VALUE, got {pair!r}")
+        params[name] = yaml.safe_load(value)
+    return params
+
+
+def notebook_path(slug: str, stem: str) -> Path:
+    return require_repo_root() / "notebooks" / slug / f"{stem}.ipynb"
+
+
+def experiment_parameters(slug: str) -> dict:
+    """The experiment notebook's parameters (name -> inferred default), as papermill reads them."""
+    import papermill
+
+    return papermill.inspect_notebook(str(notebook_path(slug, "03_experiment")))
+
+
+def plan_run(slug: str, profile: str, seeds: list[int] | None, overrides: dict) -> dict:
+    """Check a chapter's run before anything executes; return the parameters to inject."""
+    try:
+        check_slug(slug)
+    except ValueError as err:
+        raise UsageError(str(err)) from err
+    if profile not in PROFILES:
+        raise UsageError(f"unknown profile {profile!r}; valid profiles: {', '.join(PROFILES)}")
+    params = dict(overrides, profile=profile)
+    if seeds is not None:
+        params["seeds"] = list(seeds)
+    valid = experiment_parameters(slug)
+    unknown = sorted(set(params) - set(valid))
+    if unknown:
+        raise UsageError(f"{slug}: unknown parameter(s) {', '.join(unknown)}; "
+                         f"valid parameters: {', '.join(valid)}")
+    return params
+
+
+def _cells_seconds(path: Path) -> float:
+    """A notebook's own run time: the sum of its cells' execution times, as papermill recorded them."""
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    return round(sum(c.metadata.get("papermill", {}).get("duration") or 0.0 for c in nb.cells), 2)
+
+
+def run_chapter(slug: str, profile: str, params: dict, out: str, on_notebook=None) -> dict:
+    """Execute the chapter's three notebooks with papermill into <out>/<slug>/ and return its results.
+
+    The theory and implementation notebooks run at the profile; the experiment also gets `params`.
+    The experiment's ledger writes <out>/<slug>/<slug>.json; this adds each notebook's run time.
+    """
+    import papermill
+
+    out_dir = Path(out).resolve() / slug
+    out_dir.mkdir(parents=True, exist_ok=True)
+    results_file = out_dir / f"{slug}.json"
+    results_file.unlink(missing_ok=True)
+    os.environ.update(REPLIB_PROFILE=profile, REPLIB_RESULTS_DIR=str(out_dir))
+    runtimes = {}
+    for stem in NOTEBOOKS:
+        executed = out_dir / f"{stem}.ipynb"
+        papermill.execute_notebook(
+            str(notebook_path(slug, stem)), str(executed), kernel_name="python3", progress_bar=False,
+            parameters=params if stem == "03_experiment" else None, cwd=str(notebook_path(slug, stem).parent))
+        runtimes[stem] = _cells_seconds(executed)
+        if on_notebook:
+            on_notebook(slug, stem)
+    if not results_file.is_file():
+        raise RuntimeError(f"{slug}: the experiment ran but wrote no {results_file.name} (ledger.save())")
+    results = json.loads(results_file.read_text(encoding="utf-8"))
+    results["runtime_s"] = runtimes
+    write_json_atomic(results_file, results)
+    return results
+
+
+def _run_in_worker(slug, profile, params, out):
+    return run_chapter(slug, profile, params, out)
+
+
+def claims_table(results: dict) -> str:
+    """A plain-text table of one run's claims: value mean ± sd over seeds, threshold, verdict."""
+    rows = [("claim", "value (mean ± sd)", "threshold", "verdict")]
+    rows += [(c["id"], format_value(*(float("nan") if v is None else v for v in (c["mean"], c["sd"]))),
+              f"{c['direction']} {c['threshold']}", c["verdict"]) for c in results["claims"]]
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)) for row in rows]
+    seconds = ", ".join(f"{k} {v:.1f} s" for k, v in results.get("runtime_s", {}).items())
+    header = f"{results['slug']} (profile {results['profile']}, seeds {results['seeds']}; {seconds})"
+    return "\n".join([header] + lines)
+
+
+def cmd_run(args) -> int:
+    from tqdm import tqdm
+
+    slugs = chapter_slugs() if args.all else args.chapters
+    if not slugs:
+        raise UsageError("name at least one chapter, or --all; valid chapters: " + ", ".join(chapter_slugs()))
+    overrides = parse_assignments(args.param or [])
+    plans = {slug: plan_run(slug, args.profile, args.seeds, overrides) for slug in slugs}
+    if args.update_results and args.profile != "book":
+        raise UsageError("--update-results replaces the committed book-profile results: use --profile book")
+    results, failed = {}, {}
+    with tqdm(total=len(slugs) * len(NOTEBOOKS), desc="notebooks", unit="nb") as bar:
+        if args.jobs == 1:
+            for slug in slugs:
+                try:
+                    results[slug] = run_chapter(slug, args.profile, plans[slug], args.out,
+                                                on_notebook=lambda *_: bar.update())
+                except Exception as err:  # report every chapter, then fail
+                    failed[slug] = err
+        else:
+            with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+                futures = {pool.submit(_run_in_worker, s, args.profile, plans[s], args.out): s for s in slugs}
+                for future in as_completed(futures):
+                    slug = futures[future]
+                    try:
+                        results[slug] = future.result()
+                    except Exception as err:
+                        failed[slug] = err
+                    bar.update(len(NOTEBOOKS))
+    for slug in slugs:
+        if slug in results:
+            print(claims_table(results[slug]) + "\n")
+    if args.update_results:
+        for slug, res in results.items():
+            shutil.copy2(Path(args.out).resolve() / slug / f"{slug}.json",
+                         require_repo_root() / "data" / "results" / f"{slug}.json")
+        from .core.results import write_scoreboard
+
+        print(f"updated data/results/ and {write_scoreboard()}")
+    for slug, err in failed.items():
+        print(f"{slug}: FAILED: {err}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def cmd_scoreboard(args) -> int:
+    from .core.results import write_scoreboard
+
+    print(write_scoreboard())
+    return 0
+
+
+def cmd_check(args) -> int:
+    from .core.results import stale_results
+
+    stale = stale_results()
+    for line in stale:
+        print(line)
+    if not stale:
+        print("every results file matches its sources")
+    return 1 if stale else 0
+
+
+def cmd_list(args) -> int:
+    from .core.results import committed_results
+
+    results = committed_results()
+    for slug in chapter_slugs():
+        chapter = load_chapter(slug)
+        verdicts = {c["id"]: c["verdict"] for c in results.get(slug, {}).get("claims", [])}
+        print(f"{slug}: {chapter.get('title', '')}")
+        for claim in chapter.get("claims", []):
+            print(f"  {claim['id']:<22} {verdicts.get(claim['id'], 'no result yet'):<26} {claim['statement']}")
+    return 0
+
+
+def cmd_book(args) -> int:
+    from .book import build_book
+
+    build_book(args.profile)
+    return 0
+
+
+def cmd_smoke(args) -> int:
+    from .book import smoke
+
+    smoke()
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="replib", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="execute chapters' notebooks with papermill and judge their claims")
+    run.add_argument("chapters", nargs="*", help="chapter slugs (see `replib list`)")
+    run.add_argument("--all", action="store_true", help="run every chapter")
+    run.add_argument("--profile", default="book", help=f"one of {', '.join(PROFILES)} (default book)")
+    run.add_argument("--seeds", type=int, nargs="+", help="seeds for the experiment (default: the profile's)")
+    run.add_argument("-p", "--param", action="append", metavar="NAME=VALUE", help="override a parameter")
+    run.add_argument("--out", default="runs/latest", help="output folder (default runs/latest)")
+    run.add_argument("--jobs", type=int, default=1, help="chapters run at once (default 1)")
+    run.add_argument("--update-results", action="store_true",
+                     help="also replace data/results/<slug>.json and the scoreboard (book profile only)")
+    run.set_defaults(func=cmd_run)
+    sub.add_parser("scoreboard", help="regenerate book/scoreboard.md").set_defaults(func=cmd_scoreboard)
+    sub.add_parser("check", help="name results whose sources changed").set_defaults(func=cmd_check)
+    sub.add_parser("list", help="chapters, claims and verdicts").set_defaults(func=cmd_list)
+    book = sub.add_parser("book", help="execute (cached) and build the HTML book")
+    book.add_argument("--profile", default="book", choices=PROFILES)
+    book.set_defaults(func=cmd_book)
+    sub.add_parser("smoke", help="nbmake every notebook at smoke, then build the book").set_defaults(func=cmd_smoke)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if getattr(args, "jobs", 1) < 1:
+        print("replib: --jobs must be at least 1", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        return args.func(args)
+    except UsageError as err:
+        print(f"replib: {err}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

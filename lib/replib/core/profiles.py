@@ -1,0 +1,50 @@
+"""Run profiles (smoke, book, paper) and the experiment configuration they resolve to."""
+
+from __future__ import annotations
+
+import os
+from types import SimpleNamespace
+
+PROFILES = ("smoke", "book", "paper")
+ENV_VAR = "REPLIB_PROFILE"
+
+
+def resolve_profile(name: str | None = None) -> str:
+    """The profile to use: `name` if given, else $REPLIB_PROFILE, else "book"; unknown names fail."""
+    chosen = name if name not in (None, "") else os.environ.get(ENV_VAR) or "book"
+    if chosen not in PROFILES:
+        raise ValueError(f"unknown profile {chosen!r}; valid profiles: {', '.join(PROFILES)}")
+    return chosen
+
+
+def configure(defaults: dict[str, dict], profile: str | None = None, **overrides) -> SimpleNamespace:
+    """Resolve an experiment's settings: the profile's defaults, then every override that is not None.
+
+    `defaults` maps each profile name to a dict of settings (the chapter module defines it). An
+    override whose name the profile does not define fails at once, naming the valid settings; so does
+    an override whose type differs from the default's (ints are accepted where floats are expected).
+    """
+    profile = resolve_profile(profile)
+    base = dict(defaults[profile])
+    for name, value in overrides.items():
+        if value is None:
+            continue
+        if name not in base:
+            raise ValueError(f"unknown setting {name!r}; valid settings: {', '.join(sorted(base))}")
+        expected = base[name]
+        if not _same_kind(expected, value):
+            raise TypeError(
+                f"setting {name!r} expects {type(expected).__name__} like {expected!r}, got {value!r}"
+            )
+        base[name] = float(value) if isinstance(expected, float) else value
+    return SimpleNamespace(profile=profile, **base)
+
+
+def _same_kind(expected, value) -> bool:
+    if isinstance(expected, bool) or isinstance(value, bool):
+        return isinstance(expected, bool) and isinstance(value, bool)
+    if isinstance(expected, float):
+        return isinstance(value, (int, float))
+    if isinstance(expected, (list, tuple)):
+        return isinstance(value, (list, tuple))
+    return isinstance(value, type(expected))

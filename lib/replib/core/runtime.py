@@ -1,0 +1,36 @@
+"""Seeding and device choice: the same seed gives the same numbers, on CPU here and on CUDA when present."""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+
+import numpy as np
+
+
+def seed_everything(seed: int) -> np.random.Generator:
+    """Seed Python's, NumPy's and (when it is loaded) PyTorch's generators; return a NumPy Generator.
+
+    Torch is seeded only if the notebook already imported it, so numpy-only chapters never pay
+    for importing torch.
+    """
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    if "torch" in sys.modules:
+        import torch
+
+        torch.manual_seed(seed)
+    return np.random.default_rng(seed)
+
+
+def device() -> str:
+    """"cuda" when PyTorch sees a GPU, else "cpu". $REPLIB_DEVICE overrides."""
+    forced = os.environ.get("REPLIB_DEVICE")
+    if forced:
+        return forced
+    try:
+        import torch
+    except ImportError:
+        return "cpu"
+    return "cuda" if torch.cuda.is_available() else "cpu"

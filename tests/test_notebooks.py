@@ -1,0 +1,91 @@
+"""Structure of the book: paired notebooks in sync, no outputs committed, the Colab cell first,
+a literal parameters cell with a profile in every experiment, every chapter in _toc.yml."""
+
+import ast
+import json
+from pathlib import Path
+
+import jupytext
+import pytest
+import yaml
+from jupytext.compare import compare_notebooks
+
+from replib.core.colab import setup_cell_source
+from replib.core.fingerprint import NOTEBOOKS
+from replib.core.paths import chapter_slugs
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTERS = chapter_slugs()
+PAIRS = [(slug, stem) for slug in CHAPTERS for stem in NOTEBOOKS]
+
+
+def code_cells(nb):
+    return [c for c in nb.cells if c.cell_type == "code"]
+
+
+def test_every_chapter_folder_is_a_chapter():
+    folders = sorted(p.name for p in (ROOT / "notebooks").iterdir() if p.is_dir() and p.name != "__pycache__")
+    assert folders == CHAPTERS, "every notebooks/<slug>/ needs a chapter.yml"
+
+
+@pytest.mark.parametrize("slug, stem", PAIRS)
+def test_pair_is_in_sync(slug, stem):
+    folder = ROOT / "notebooks" / slug
+    py, ipynb = folder / f"{stem}.py", folder / f"{stem}.ipynb"
+    assert py.is_file() and ipynb.is_file(), f"{slug}/{stem}: both the .py and the .ipynb are committed"
+    compare_notebooks(jupytext.read(ipynb), jupytext.read(py), fmt="py:percent")
+
+
+@pytest.mark.parametrize("slug, stem", PAIRS)
+def test_ipynb_carries_no_outputs(slug, stem):
+    raw = json.loads((ROOT / "notebooks" / slug / f"{stem}.ipynb").read_text())
+    for cell in raw["cells"]:
+        if cell["cell_type"] == "code":
+            assert cell["outputs"] == [] and cell["execution_count"] is None, f"{slug}/{stem}: strip outputs"
+
+
+@pytest.mark.parametrize("slug, stem", PAIRS)
+def test_first_code_cell_is_the_colab_setup(slug, stem):
+    nb = jupytext.read(ROOT / "notebooks" / slug / f"{stem}.py")
+    assert code_cells(nb)[0].source.strip() == setup_cell_source().strip()
+
+
+@pytest.mark.parametrize("slug", CHAPTERS)
+def test_experiment_has_literal_parameters_with_a_profile(slug):
+    nb = jupytext.read(ROOT / "notebooks" / slug / "03_experiment.py")
+    tagged = [c for c in code_cells(nb) if "parameters" in c.metadata.get("tags", [])]
+    assert len(tagged) == 1, "exactly one cell tagged parameters"
+    names = []
+    for node in ast.parse(tagged[0].source).body:
+        assert isinstance(node, ast.Assign) and len(node.targets) == 1, "parameters: plain NAME = literal"
+        ast.literal_eval(node.value)  # raises unless the value is a literal
+        names.append(node.targets[0].id)
+    assert {"profile", "seeds"} <= set(names)
+
+
+def test_toc_lists_every_chapter_notebook():
+    toc = (ROOT / "_toc.yml").read_text()
+    files = set()
+
+    def walk(node):
+        if isinstance(node, dict):
+            if "file" in node:
+                files.add(node["file"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(yaml.safe_load(toc))
+    for slug, stem in PAIRS:
+        assert f"notebooks/{slug}/{stem}" in files
+    for entry in files:  # every page exists; notebook pages as the .ipynb Colab opens
+        assert any((ROOT / f"{entry}{ext}").is_file() for ext in (".md", ".ipynb")), entry
+
+
+def test_launch_buttons_point_at_main():
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    assert config["repository"]["branch"] == "main" and config["repository"]["path_to_book"] == ""
+    assert config["launch_buttons"]["colab_url"] == "https://colab.research.google.com"
+    assert config["only_build_toc_files"] is True
