@@ -51,7 +51,7 @@ def build_book(profile: str = "book") -> Path:
     root = require_repo_root()
     if refresh_cache(root):
         print("lib/ or the environment changed: the notebook execution cache was dropped")
-    env = dict(os.environ, REPLIB_PROFILE=profile)
+    env = dict(os.environ, REPLIB_PROFILE=profile, REPLIB_PROGRESS="0")
     cmd = [_bin("jupyter-book"), "build", str(root), "-W", "-n", "--keep-going"]
     subprocess.run(cmd, check=True, env=env, cwd=root)
     index = root / "_build" / "html" / "index.html"
@@ -82,7 +82,7 @@ def smoke() -> Path:
     stage = root / "runs" / "smoke"
     _stage(root, stage)
     offline_log = stage / "network-attempts.log"
-    env = dict(os.environ, REPLIB_PROFILE="smoke", REPLIB_OFFLINE="1", REPLIB_OFFLINE_LOG=str(offline_log),
+    env = dict(os.environ, REPLIB_PROFILE="smoke", REPLIB_PROGRESS="0", REPLIB_OFFLINE="1", REPLIB_OFFLINE_LOG=str(offline_log),
                OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MPLBACKEND="agg",
                PYTHONPATH=os.pathsep.join(filter(None, [str(root / "tools" / "offline"),
                                                        os.environ.get("PYTHONPATH")])))

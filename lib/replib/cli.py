@@ -90,7 +90,7 @@ def run_chapter(slug: str, profile: str, params: dict, out: str, on_notebook=Non
     out_dir.mkdir(parents=True, exist_ok=True)
     results_file = out_dir / f"{slug}.json"
     results_file.unlink(missing_ok=True)
-    os.environ.update(REPLIB_PROFILE=profile, REPLIB_RESULTS_DIR=str(out_dir))
+    os.environ.update(REPLIB_PROFILE=profile, REPLIB_RESULTS_DIR=str(out_dir), REPLIB_PROGRESS="0")
     runtimes = {}
     for stem in NOTEBOOKS:
         executed = out_dir / f"{stem}.ipynb"

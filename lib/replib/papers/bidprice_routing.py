@@ -18,6 +18,8 @@ Contents (numpy only):
    :func:`metrics`.
 4. Theory illustration: single-resource online knapsack (offline LP, bid price with the offline
    dual, one-pass projected-SGD dual, first-come greedy).
+5. Chapter helpers: experiment profiles, :func:`run_experiment` (every variant on every seed),
+   :func:`claim_values` (the metrics of ``chapter.yml``), exercise graders.
 
 Conventions. Steps are 1-based, ``k = 1..T``; arrays over the horizon are 0-based, so step ``k``
 lives at index ``k - 1``. A request admitted at step ``tau`` emits its first token in step ``tau``
@@ -43,9 +45,11 @@ Fidelity notes (where the digest leaves room, the reading closest to the officia
   column is recorded anyway (as in the code).
 * Price halving: the code halves prices when no (request, worker) pair passes the margin threshold;
   since the best candidate is always feasible this is the same as "nothing admitted".
-* Preempted requests (only possible with noisy predictions under the central policies) release
-  their remaining reservation, go back to the head of their worker's local queue, and re-reserve a
-  fresh column when the local scheduler restarts them.
+* Preempted requests of the central policies (possible only with noisy predictions, when
+  extended reservations overflow) release their remaining reservation and go back to the head of
+  the router's buffer, to be re-scored (TTFT keeps the first token). The committed U^B, U^M
+  then always equal the batch slots and KV tokens actually in use, so a router-admitted request
+  always starts in the step it was admitted (a test checks U^M against the KV trace).
 """
 
 from __future__ import annotations
@@ -79,10 +83,25 @@ __all__ = [
     "knapsack_instance",
     "knapsack_offline",
     "knapsack_bid_price",
+    "knapsack_price_step",
     "knapsack_sgd",
     "knapsack_greedy",
     "knapsack_compare",
+    "N_WORKERS",
+    "BATCH_CAPACITY",
+    "KV_CAPACITY",
+    "EXPERIMENT_PROFILES",
+    "VARIANTS",
+    "REPORTED_METRICS",
+    "run_experiment",
+    "claim_values",
+    "check_kv_ramp",
+    "check_price_step",
 ]
+
+N_WORKERS = 4  # G
+BATCH_CAPACITY = 16  # B_g
+KV_CAPACITY = 2048  # M_g, KV tokens
 
 DISPATCH_POLICIES = ("round_robin", "random", "lor", "p2c")
 CENTRAL_POLICIES = ("central_fcfs", "central_sjf", "olp")
@@ -142,6 +161,7 @@ def generate_workload(
     n = arrival.size
 
     def lognormal(mean: float, sigma: float, clip: tuple[int, int]) -> np.ndarray:
+        """LogNormal with the given mean (mu = ln mean - sigma^2 / 2), rounded and clipped."""
         mu = np.log(mean) - 0.5 * sigma**2
         x = np.rint(rng.lognormal(mu, sigma, size=n))
         return np.clip(x, clip[0], clip[1]).astype(np.int64)
@@ -227,12 +247,12 @@ def price_prefix(p_B: np.ndarray, p_M: np.ndarray):
     Each is (G, T + 1) with a leading zero column, indexed by 0-based step index i = k - 1.
     """
     G, T = p_B.shape
-    z = np.zeros((G, 1))
-    idx = np.arange(T, dtype=float)
-    PB = np.concatenate([z, np.cumsum(p_B, axis=1)], axis=1)
-    PM = np.concatenate([z, np.cumsum(p_M, axis=1)], axis=1)
-    PK = np.concatenate([z, np.cumsum(p_M * idx, axis=1)], axis=1)
-    return PB, PM, PK
+    out = np.zeros((3, G, T + 1))
+    out[0, :, 1:] = p_B
+    out[1, :, 1:] = p_M
+    np.multiply(p_M, np.arange(T, dtype=float), out=out[2, :, 1:])
+    np.cumsum(out, axis=2, out=out)
+    return out[0], out[1], out[2]
 
 
 def _cost_from_prefix(prefix, g, i0, L, s, c_M):
@@ -292,9 +312,8 @@ class History:
 
     def add(self, g, i0, L, s, r) -> None:
         """Append columns (scalars or equal-length arrays)."""
-        rows = np.atleast_2d(np.array(np.broadcast_arrays(g, i0, L, s, r), dtype=float))
-        if rows.shape[0] != 5:
-            rows = rows.T
+        cols = np.broadcast_arrays(*(np.atleast_1d(x) for x in (g, i0, L, s, r)))
+        rows = np.vstack(cols).astype(float)
         m = rows.shape[1]
         if self.n + m > self._a.shape[1]:
             grow = np.zeros((5, max(self.n + m, 2 * self._a.shape[1])))
@@ -318,12 +337,13 @@ def _column_load(G, T, g, i0, L, s, weight):
     start = g * W + i0
     end = g * W + i0 + L
     idx = np.concatenate([start, end])
-    cnt = np.bincount(idx, np.concatenate([weight, -weight]), minlength=G * W)
     c = weight * (s + 1 - i0)
-    const = np.bincount(idx, np.concatenate([c, -c]), minlength=G * W)
-    cnt = np.cumsum(cnt.reshape(G, W), axis=1)[:, :T]
-    const = np.cumsum(const.reshape(G, W), axis=1)[:, :T]
-    return cnt, const + cnt * np.arange(T, dtype=float)
+    both = np.empty((2, G * W))
+    both[0] = np.bincount(idx, np.concatenate([weight, -weight]), minlength=G * W)
+    both[1] = np.bincount(idx, np.concatenate([c, -c]), minlength=G * W)
+    both = np.cumsum(both.reshape(2, G, W), axis=2)[:, :, :T]
+    cnt = both[0]
+    return cnt, both[1] + cnt * np.arange(T, dtype=float)
 
 
 def dual_update(
@@ -358,17 +378,20 @@ def dual_update(
     for _ in range(max(1, int(K))):
         idx = np.arange(n) if bs == n else rng.choice(n, size=bs, replace=False)
         g, i0, L, s, r = history.arrays(idx)
-        cost = _cost_from_prefix(price_prefix(p_B, p_M), g, i0, L, s, c_M)
-        act = (r - cost) > 0.0
-        grad_B = d_B
-        grad_M = d_M
+        # only the window [lo, hi) spanned by the minibatch needs prefix sums and column loads
+        lo, hi = int(i0.min()), int((i0 + L).max())
+        j0 = i0 - lo
+        pre = price_prefix(p_B[:, lo:hi], p_M[:, lo:hi])
+        act = (r - _cost_from_prefix(pre, g, j0, L, s, c_M)) > 0.0
+        new_B = p_B - eta * d_B
+        new_M = p_M - eta * d_M
         if act.any():
             w = np.full(int(act.sum()), scale)
-            cnt, kv = _column_load(G, T, g[act], i0[act], L[act], s[act], w)
-            grad_B = d_B - cnt
-            grad_M = d_M - c_M * kv
-        p_B = np.maximum(0.0, p_B - eta * grad_B)
-        p_M = np.maximum(0.0, p_M - eta * grad_M)
+            cnt, kv = _column_load(G, hi - lo, g[act], j0[act], L[act], s[act], w)
+            new_B[:, lo:hi] += eta * cnt
+            new_M[:, lo:hi] += (eta * c_M) * kv
+        p_B = np.maximum(0.0, new_B, out=new_B)
+        p_M = np.maximum(0.0, new_M, out=new_M)
     return p_B, p_M
 
 
@@ -426,12 +449,12 @@ class Reservations:
         self.U_M[g, a:b] -= s + 1 + np.arange(a - i_start, b - i_start)
 
 
-def admit_by_margin(margins, t_arr, eps: float, res: Reservations, s, L, i0: int):
+def admit_by_margin(margins, t_arr, eps: float, res: Reservations, s, L, i0: int, ids=None):
     """Steps 5-6 of the per-epoch algorithm: candidates, sort by margin, greedy admission.
 
     Candidates are the pairs (j, g) with m_jg > eps (eps = -varsigma rho_b; infeasible pairs carry
-    -inf). They are sorted by margin (descending; ties by earlier arrival, then row, then worker, as
-    in the code) and each request is started at most once, on the candidate's worker, if its column
+    -inf). They are sorted by margin (descending; ties by earlier arrival, then request id ``ids``
+    (default: the row), then worker, as in the code) and each request is started at most once, on the candidate's worker, if its column
     is still feasible given what this epoch has already committed; admitted columns are committed
     to ``res``. Returns ``(admitted, n_candidates)`` with ``admitted`` a list of (row, g).
     """
@@ -442,7 +465,8 @@ def admit_by_margin(margins, t_arr, eps: float, res: Reservations, s, L, i0: int
     if rows.size == 0:
         return [], 0
     t = np.asarray(t_arr)[rows]
-    order = np.lexsort((gs, rows, t, -margins[rows, gs]))
+    rid = rows if ids is None else np.asarray(ids)[rows]
+    order = np.lexsort((gs, rid, t, -margins[rows, gs]))
     width = int(L.max())
     cb, cmm = res.prefix_max(i0, width)
     cb = cb.copy()
@@ -479,11 +503,12 @@ class OLPConfig:
     weight and window) [goodput_weight / goodput_window]; K [grad_steps], eta [step_size],
     batch [batch_size], mem_scale_factor, kappa [backlog_gain], varsigma [backlog_slack],
     lambda_len [length_penalty], max_waiting, R_bar [reward_normalizer; None means T].
+    Objective weights not given default to 0; if none is given, beta = 1 (see __post_init__).
     """
 
-    alpha: float = 0.0
-    beta: float = 1.0
-    gamma: float = 0.0
+    alpha: float | None = None
+    beta: float | None = None
+    gamma: float | None = None
     sigma: float = 0.0
     w_gp: float = 0.0
     W_gp: int = 20
@@ -497,6 +522,16 @@ class OLPConfig:
     max_waiting: int = 64
     R_bar: float | None = None
 
+    def __post_init__(self):
+        """Resolve the objective weights: none given -> (alpha, beta, gamma) = (0, 1, 0) (the
+        released sweep script); otherwise any weight not given is 0, so ``alpha=1`` means the pure
+        throughput objective (1, 0, 0), not (1, 1, 0)."""
+        w = (self.alpha, self.beta, self.gamma)
+        if all(x is None for x in w):
+            self.alpha, self.beta, self.gamma = 0.0, 1.0, 0.0
+        else:
+            self.alpha, self.beta, self.gamma = (0.0 if x is None else float(x) for x in w)
+
 
 @dataclass
 class SimResult:
@@ -504,7 +539,8 @@ class SimResult:
 
     Per request (index = workload row): ``first_token`` and ``completion`` steps (-1 if never),
     ``worker``. Per step (rows 0..steps-1 for steps 1..steps): ``buffer_len``, ``kv`` (G columns,
-    KV tokens in use after the step), ``price_B`` / ``price_M`` (OLP only: the mean over the
+    KV tokens held during the step: s + tokens generated, summed over the requests that ran in it,
+    those finishing in it included), ``price_B`` / ``price_M`` (OLP only: the mean over the
     remaining horizon k..T of p^B and p^M per worker after the step's epoch). Events:
     ``preemptions`` (step, worker) pairs, ``epoch_steps`` and ``epoch_seconds`` (wall clock of each
     central scheduling epoch).
@@ -538,9 +574,16 @@ class ClusterSim:
     if its running requests need more than M KV tokens this step (s + generated + 1 each) it
     preempts the most recently admitted request, discards its progress and puts it back at the
     head of its queue (vLLM recompute) and, as vLLM does, admits nobody in a step with a
-    preemption; otherwise it admits FCFS from its queue while running < B and need + s + 1 <= M;
+    preemption (central policies: the preempted request returns to the head of the router's
+    buffer); otherwise it admits FCFS from its queue while running < B and need + s + 1 <= M;
     every running request then emits one token, and a request whose o-th token this is completes.
     The loop stops once every request has completed (or at T).
+
+    Arguments: ``G`` workers with batch caps ``B`` and KV caps ``M`` (scalars or per-worker);
+    horizon T = arrival steps + ``drain``; ``olp`` the router's :class:`OLPConfig`; ``trigger``
+    when central epochs fire ("batch_end": every step with a non-empty buffer, as the code's
+    per-iteration batch-end events; "events": arrivals and completions only); ``max_waiting``
+    how many buffered requests the *ablations* consider (None: all; OLP uses ``olp.max_waiting``).
     """
 
     def __init__(
@@ -548,9 +591,9 @@ class ClusterSim:
         workload: Workload,
         policy: str,
         rng: np.random.Generator,
-        G: int = 4,
-        B=16,
-        M=2048,
+        G: int = N_WORKERS,
+        B=BATCH_CAPACITY,
+        M=KV_CAPACITY,
         drain: int = 1500,
         olp: OLPConfig | None = None,
         trigger: str = "batch_end",
@@ -576,6 +619,7 @@ class ClusterSim:
     # ---- central-policy epochs ---------------------------------------------------------------
 
     def _olp_setup(self):
+        """Router state: zero prices p^B, p^M over (worker, step), c_M, N_hat, R_bar, empty H."""
         cfg = self.olp
         G, T = self.G, self.T
         self.p_B = np.zeros((G, T))
@@ -606,13 +650,25 @@ class ClusterSim:
         oh = w.o_hat[sel]
         L = np.minimum(oh, self.T - k + 1)
         rew = slo_reward(
-            oh, k, w.arrival[sel], self.T, cfg.alpha, cfg.beta, cfg.gamma, cfg.sigma,
-            cfg.w_gp, cfg.W_gp, self.R_bar,
+            oh,
+            k,
+            w.arrival[sel],
+            self.T,
+            cfg.alpha,
+            cfg.beta,
+            cfg.gamma,
+            cfg.sigma,
+            cfg.w_gp,
+            cfg.W_gp,
+            self.R_bar,
         ).r_norm
         feas = res.feasible(s, L, i0)
+        # every scored column lies in [i0, i0 + max L): price only that window (tau = 1 in it)
+        hi = i0 + int(L.max())
         gg = np.arange(self.G)[None, :]
-        prefix = price_prefix(self.p_B, self.p_M)
-        cost = _cost_from_prefix(prefix, gg, i0, L[:, None], s[:, None].astype(float), self.c_M)
+        cost = column_cost(
+            self.p_B[:, i0:hi], self.p_M[:, i0:hi], gg, s[:, None], L[:, None], 1, self.c_M
+        )
         m = rew[:, None] - cost - cfg.lambda_len * oh[:, None]
         m[~feas] = -np.inf
         new = ~self.recorded[sel]
@@ -622,7 +678,7 @@ class ClusterSim:
             self.recorded[sel[rows]] = True
         # steps 5-6: candidates and greedy admission
         eps = -cfg.varsigma * rho
-        admitted, n_cand = admit_by_margin(m, w.arrival[sel], eps, res, s, L, i0)
+        admitted, n_cand = admit_by_margin(m, w.arrival[sel], eps, res, s, L, i0, ids=sel)
         # step 7: anti-starvation price halving
         if n_cand == 0 and rho > 0 and cfg.varsigma > 0:
             self.p_B *= 0.5
@@ -669,7 +725,7 @@ class ClusterSim:
         w, G, T = self.w, self.G, self.T
         n = w.n
         arrival, s_arr, o_arr, oh_arr = w.arrival, w.s, w.o, w.o_hat
-        s_l, o_l, oh_l = s_arr.tolist(), o_arr.tolist(), oh_arr.tolist()
+        s_l, o_l = s_arr.tolist(), o_arr.tolist()
         B_l, M_l = self.B.tolist(), self.M.tolist()
         first = [-1] * n
         comp = [-1] * n
@@ -769,12 +825,15 @@ class ClusterSim:
                     gen = k - start[j]  # tokens generated before this step
                     need -= s_l[j] + gen + 1
                     kv[g] -= s_l[j] + gen
-                    q.appendleft(j)
                     preempts.append((k, g))
                     preempted = True
-                    if self.central and res_i0[j] >= 0:
+                    if self.central:
+                        # back to the head of the router's buffer, reservation released
                         res.release(g, s_l[j], res_i0[j], k - 1, res_end[j])
                         res_i0[j] = -1
+                        buffer.insert(0, j)
+                    else:
+                        q.appendleft(j)
                 if not preempted:
                     while q and len(run) < B_l[g]:
                         j = q[0]
@@ -787,18 +846,15 @@ class ClusterSim:
                             first[j] = k
                         need += s_l[j] + 1
                         kv[g] += s_l[j]
-                        if self.central and res_i0[j] != k - 1:
-                            # restart after preemption (or late start): re-reserve from now
-                            if res_i0[j] >= 0:
-                                res.release(g, s_l[j], res_i0[j], k - 1, res_end[j])
-                            Lj = min(oh_l[j], T - k + 1)
-                            res.commit(g, s_l[j], Lj, k - 1)
-                            res_i0[j] = k - 1
-                            res_end[j] = k - 1 + Lj
+                if self.central and q:
+                    # cannot happen: U^B, U^M equal the slots / KV in use, so a column that
+                    # passed the router's check fits the worker in the step it was admitted
+                    raise RuntimeError(f"router-admitted request not startable at step {k}")
                 if run:
                     busy_prev = True
                     kv[g] += len(run)
                     emitted += len(run)
+                    kv_trace[k - 1, g] = kv[g]  # in use during step k (finishing ones included)
                     fin = [j for j in run if k - start[j] + 1 >= o_l[j]]
                     if fin:
                         for j in fin:
@@ -809,7 +865,6 @@ class ClusterSim:
                                 res.release(g, s_l[j], res_i0[j], k, res_end[j])
                         done += len(fin)
                         completed_prev = True
-                kv_trace[k - 1, g] = kv[g]
             buf_trace[k - 1] = len(buffer)
             if olp:
                 price_B[k - 1] = self.p_B[:, k - 1 :].mean(axis=1)
@@ -846,9 +901,9 @@ def run_policy(
     workload: Workload,
     seed: int = 0,
     *,
-    G: int = 4,
-    B=16,
-    M=2048,
+    G: int = N_WORKERS,
+    B=BATCH_CAPACITY,
+    M=KV_CAPACITY,
     drain: int = 1500,
     trigger: str = "batch_end",
     max_waiting: int | None = None,
@@ -859,7 +914,8 @@ def run_policy(
     ``name`` is one of :data:`POLICIES` ("round_robin", "random", "lor", "p2c", "central_fcfs",
     "central_sjf", "olp"). OLP keywords (alpha, beta, gamma, w_gp, ... any :class:`OLPConfig`
     field) are accepted only for "olp". ``seed`` seeds the policy's randomness (Random / P2C draws,
-    OLP minibatches); the workload carries its own.
+    OLP minibatches) through ``default_rng([seed, 1])``, a stream distinct from a workload drawn
+    with ``default_rng(seed)``.
     """
     if name not in POLICIES:
         raise ValueError(f"unknown policy {name!r}; valid: {', '.join(POLICIES)}")
@@ -871,7 +927,7 @@ def run_policy(
     sim = ClusterSim(
         workload,
         name,
-        np.random.default_rng(seed),
+        np.random.default_rng([int(seed), 1]),
         G=G,
         B=B,
         M=M,
@@ -898,6 +954,7 @@ def metrics(result: SimResult, ttft_slo: int = 20) -> dict:
     ttft = (result.first_token - result.arrival)[started].astype(float)
 
     def q(x, p):
+        """Percentile, NaN when empty."""
         return float(np.percentile(x, p)) if x.size else float("nan")
 
     n = result.arrival.size
@@ -965,6 +1022,11 @@ def knapsack_bid_price(r, a, b: float, p: float) -> float:
     return total
 
 
+def knapsack_price_step(p: float, a: float, x, d: float, eta: float) -> float:
+    """One projected subgradient step of the single-resource dual: max(0, p + eta (a x - d))."""
+    return max(0.0, p + eta * (a * x - d))
+
+
 def knapsack_sgd(r, a, b: float, eta: float | None = None):
     """One-pass projected-SGD dual (Li, Sun & Ye): x_t = 1{r_t > p_t a_t} (if it fits),
     p_{t+1} = max(0, p_t + eta (a_t x_t - d)) with d = b / n and eta = 1 / sqrt(n) by default.
@@ -985,7 +1047,7 @@ def knapsack_sgd(r, a, b: float, eta: float | None = None):
         if x:
             rem -= at
             total += rt
-        p = max(0.0, p + eta * (at * x - d))
+        p = knapsack_price_step(p, at, x, d, eta)
         traj.append(p)
     return total, np.asarray(traj)
 
@@ -1009,3 +1071,162 @@ def knapsack_compare(rng: np.random.Generator, n: int, cap_ratio: float = 0.25) 
         "greedy": knapsack_greedy(r, a, b),
         "p_traj": traj,
     }
+
+
+# --------------------------------------------------------------------------------------------
+# 5. Chapter helpers: experiment profiles, the experiment loop, claim values, exercise graders
+# --------------------------------------------------------------------------------------------
+
+EXPERIMENT_PROFILES = {
+    # G = 2 halves the capacity, so the smoke rate is halved to keep the load of the book setting
+    "smoke": dict(seeds=[0], rate=0.275, arrival_steps=100, n_workers=2, noise=0.2, drain=1500),
+    "book": dict(seeds=[0, 1, 2], rate=0.55, arrival_steps=800, n_workers=4, noise=0.2, drain=1500),
+    "paper": dict(
+        seeds=[0, 1, 2, 3, 4], rate=0.55, arrival_steps=2000, n_workers=4, noise=0.2, drain=1500
+    ),
+}
+
+# (variant name, policy, noisy predictions?, OLP keywords); w_gp = "T" means the horizon T
+VARIANTS = (
+    ("round_robin", "round_robin", False, {}),
+    ("random", "random", False, {}),
+    ("lor", "lor", False, {}),
+    ("p2c", "p2c", False, {}),
+    ("central_fcfs", "central_fcfs", False, {}),
+    ("central_sjf", "central_sjf", False, {}),
+    ("olp beta", "olp", False, {"beta": 1.0}),
+    ("olp alpha", "olp", False, {"alpha": 1.0}),
+    ("olp gamma", "olp", False, {"gamma": 1.0}),
+    ("olp beta + tail", "olp", False, {"beta": 1.0, "w_gp": "T"}),
+    ("olp beta noisy", "olp", True, {"beta": 1.0}),
+)
+
+REPORTED_METRICS = [
+    "mean_e2e",
+    "p95_e2e",
+    "p99_e2e",
+    "mean_ttft",
+    "p99_ttft",
+    "ttft_le_20",
+    "completed",
+    "tokens",
+    "preemptions",
+    "ms_per_epoch",
+]
+
+
+def run_experiment(cfg, progress=None):
+    """Every variant of :data:`VARIANTS` on every seed of ``cfg`` (a resolved profile namespace
+    with seeds, rate, arrival_steps, n_workers, noise, drain).
+
+    Per seed one workload is drawn with ``default_rng(seed)``, once with exact and once with noisy
+    predictions (same arrivals and lengths). Returns ``(rows, traces)``: ``rows`` a list of dicts
+    (seed, variant, policy and the :func:`metrics` keys; wrap it in a DataFrame to tabulate) and
+    ``traces`` the :class:`SimResult` of each variant on the first seed. ``progress`` is an optional
+    tqdm-like wrapper of an iterable.
+    """
+    jobs = [(seed, v) for seed in cfg.seeds for v in VARIANTS]
+    it = progress(jobs, total=len(jobs)) if progress is not None else jobs
+    rows, traces, loads = [], {}, {}
+    for seed, (variant, policy, noisy, kw) in it:
+        if seed not in loads:
+            loads = {seed: experiment_workloads(cfg, seed)}
+        w = loads[seed][1 if noisy else 0]
+        T = horizon(w, cfg.drain)
+        kw = {k: (float(T) if v == "T" else v) for k, v in kw.items()}
+        result = run_policy(policy, w, seed, G=cfg.n_workers, drain=cfg.drain, **kw)
+        rows.append(dict(seed=seed, variant=variant, policy=policy, **metrics(result)))
+        if seed == cfg.seeds[0]:
+            traces[variant] = result
+    return rows, traces
+
+
+def experiment_workloads(cfg, seed: int) -> tuple[Workload, Workload]:
+    """The requests of one seed, with exact and with noisy predictions (same arrivals and lengths)."""
+    args = dict(rate=cfg.rate, arrival_steps=cfg.arrival_steps)
+    return (generate_workload(np.random.default_rng(seed), **args),
+            generate_workload(np.random.default_rng(seed), noise=cfg.noise, **args))
+
+
+def tail_weight_sweep(cfg, fractions=(0.0, 0.125, 0.25, 0.5, 1.0), progress=None) -> list[dict]:
+    """OLP(beta = 1) with the tail weight w_gp = fraction * T on every seed (exact predictions):
+    rows of (seed, fraction, share of requests with TTFT <= 20, mean E2E)."""
+    jobs = [(seed, f) for seed in cfg.seeds for f in fractions]
+    rows, loads = [], {}
+    for seed, fraction in progress(jobs) if progress is not None else jobs:
+        if seed not in loads:
+            loads = {seed: experiment_workloads(cfg, seed)[0]}
+        w = loads[seed]
+        m = metrics(run_policy("olp", w, seed, G=cfg.n_workers, drain=cfg.drain, beta=1.0,
+                               w_gp=fraction * horizon(w, cfg.drain)))
+        rows.append(dict(seed=seed, fraction=fraction, ttft_le_20=m["ttft_le_20"], mean_e2e=m["mean_e2e"]))
+    return rows
+
+
+def _ratio(a: float, b: float) -> float:
+    """a / b, NaN for 0 / 0 (e.g. a P99 TTFT of zero at light load) and inf for a / 0."""
+    if b == 0:
+        return float("nan") if a == 0 else float("inf")
+    return float(a) / float(b)
+
+
+def claim_values(runs) -> dict:
+    """Per-seed values of the claims declared in the chapter's ``chapter.yml``.
+
+    ``runs``: the rows of :func:`run_experiment` (a list of dicts, or a DataFrame of them). The
+    heuristics are RR, Random, LOR and P2C; "best heuristic" is the minimum over them, per seed.
+    Returns ``{seed: {claim_id: value}}``; a ratio with a zero denominator is NaN (0 / 0) or inf.
+    """
+    if hasattr(runs, "to_dict"):
+        runs = runs.to_dict("records")
+    by_seed: dict = {}
+    for row in runs:
+        by_seed.setdefault(row["seed"], {})[row["variant"]] = row
+    out = {}
+    for seed, m in by_seed.items():
+
+        def best(key, m=m):
+            """Best (lowest) value of a metric over the four heuristics."""
+            return min(m[h][key] for h in DISPATCH_POLICIES)
+
+        olp = m["olp beta"]
+        out[seed] = {
+            "c1a_mean_e2e": _ratio(olp["mean_e2e"], best("mean_e2e")),
+            "c1b_p99_e2e": _ratio(olp["p99_e2e"], best("p99_e2e")),
+            "c2a_mean_ttft": _ratio(olp["mean_ttft"], best("mean_ttft")),
+            "c2b_preemptions": float(olp["preemptions"]),
+            "c3a_steer_e2e": _ratio(olp["mean_e2e"], m["olp alpha"]["mean_e2e"]),
+            "c3b_steer_ttft": _ratio(m["olp gamma"]["p99_ttft"], olp["p99_ttft"]),
+            "c4a_tail_weight": m["olp beta + tail"]["ttft_le_20"] - olp["ttft_le_20"],
+            "c4b_noisy_e2e": _ratio(m["olp beta noisy"]["mean_e2e"], best("mean_e2e")),
+            "c5_prices_vs_sjf": _ratio(olp["mean_e2e"], m["central_sjf"]["mean_e2e"]),
+            "m1_decision_ms": olp["ms_per_epoch"],
+        }
+    return out
+
+
+def _kv_ramp_reference(s, o_hat, tau, T):
+    """The KV part a^M of :func:`action_column`."""
+    return action_column(s, o_hat, tau, T)[1]
+
+
+def check_kv_ramp(fn) -> None:
+    """Grade an exercise answer ``fn(s, o_hat, tau, T)`` -> KV ramp a^M over K_{j tau}."""
+    from replib.core.exercises import grade
+
+    cases = [(5, 4, 3, 100), (0, 1, 1, 10), (80, 100, 950, 1000), (12, 7, 10, 10), (3, 50, 1, 20)]
+    grade(fn, _kv_ramp_reference, cases, name="kv_ramp")
+
+
+def check_price_step(fn) -> None:
+    """Grade an exercise answer ``fn(p, a, x, d, eta)`` -> next price max(0, p + eta (a x - d))."""
+    from replib.core.exercises import grade
+
+    cases = [
+        (0.0, 1.0, 1, 0.25, 0.1),
+        (0.0, 1.0, 0, 0.25, 0.1),
+        (0.5, 1.2, 1, 0.25, 0.05),
+        (0.01, 0.7, 0, 0.25, 0.1),
+        (0.3, 1.5, 0, 0.2, 0.5),
+    ]
+    grade(fn, knapsack_price_step, cases, name="price_step")
