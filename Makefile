@@ -21,6 +21,7 @@ $(SETUP_STAMP): pyproject.toml requirements-lock.txt
 test: unit smoke            ## unit and structure tests, every notebook at smoke, the book build
 
 unit: setup
+	$(VENV)/bin/ruff check lib tests notebooks tools
 	$(PY) -m pytest -n 2 tests
 
 smoke: setup
@@ -42,7 +43,7 @@ sync: setup                 ## after editing a notebook's .py, regenerate its ou
 	$(VENV)/bin/jupytext --to ipynb notebooks/*/0*.py
 
 lint: setup
-	$(VENV)/bin/ruff check lib tests notebooks
+	$(VENV)/bin/ruff check lib tests notebooks tools
 
 clean:
 	rm -rf _build runs

@@ -209,6 +209,16 @@ def test_olp_exact_predictions_reservations_match_kv_and_never_preempt():
     assert r.price_B.shape == (r.steps, 2) and np.all(r.price_B >= 0)
 
 
+def test_sparser_epoch_trigger_also_serves_everyone_exactly():
+    w = small_workload(arrival_steps=200, rate=0.55)
+    dense = bp.ClusterSim(w, "olp", np.random.default_rng(0), G=2, drain=800).run()
+    sparse = bp.ClusterSim(w, "olp", np.random.default_rng(0), G=2, drain=800, trigger="events").run()
+    assert bp.metrics(sparse)["completed"] == w.n and not sparse.preemptions
+    assert len(sparse.epoch_steps) < len(dense.epoch_steps)  # arrivals and completions only
+    with pytest.raises(ValueError, match="valid: batch_end, events"):
+        bp.ClusterSim(w, "olp", np.random.default_rng(0), trigger="often")
+
+
 def test_noisy_predictions_keep_reservations_consistent():
     w = small_workload(arrival_steps=200, rate=0.55, noise=0.2)
     for policy in ("olp", "central_sjf"):

@@ -9,7 +9,6 @@ import jupytext
 import pytest
 import yaml
 from jupytext.compare import compare_notebooks
-
 from replib.core.colab import setup_cell_source
 from replib.core.fingerprint import NOTEBOOKS
 from replib.core.paths import chapter_slugs
@@ -61,6 +60,9 @@ def test_experiment_has_literal_parameters_with_a_profile(slug):
         ast.literal_eval(node.value)  # raises unless the value is a literal
         names.append(node.targets[0].id)
     assert {"profile", "seeds"} <= set(names)
+    import papermill  # the batch runner validates -p names with papermill: it must see every one
+
+    assert list(papermill.inspect_notebook(str(ROOT / "notebooks" / slug / "03_experiment.ipynb"))) == names
 
 
 def test_toc_lists_every_chapter_notebook():

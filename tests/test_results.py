@@ -3,7 +3,6 @@
 from pathlib import Path
 
 import pytest
-
 from replib.core.paths import load_chapter
 from replib.core.results import committed_results, scoreboard_markdown, stale_results
 

@@ -40,7 +40,6 @@ if "google.colab" in sys.modules:
 # %%
 import numpy as np
 import pandas as pd
-
 from replib import core
 from replib.papers import bidprice_routing as bp
 

@@ -722,174 +722,189 @@ class ClusterSim:
     def run(self) -> SimResult:
         """Simulate steps 1..T (stopping once all requests completed) and return the traces."""
         t_wall = time.perf_counter()
-        w, G, T = self.w, self.G, self.T
-        n = w.n
-        arrival, s_arr, o_arr, oh_arr = w.arrival, w.s, w.o, w.o_hat
-        s_l, o_l = s_arr.tolist(), o_arr.tolist()
-        B_l, M_l = self.B.tolist(), self.M.tolist()
-        first = [-1] * n
-        comp = [-1] * n
-        worker = [-1] * n
-        start = [0] * n  # step of the current attempt's admission
-        res_i0 = [-1] * n  # 0-based start of the current reservation (central), -1 none
-        res_end = [0] * n  # exclusive end index of the current reservation
-        queues = [deque() for _ in range(G)]
-        running = [[] for _ in range(G)]
-        kv = [0] * G  # sum over running of s + generated
-        bounds = np.searchsorted(arrival, np.arange(1, T + 2), side="left").tolist()
-        olp = self.policy == "olp"
-        if self.central:
-            self.res = Reservations(self.B, self.M, T)
-        if olp:
-            self._olp_setup()
-            price_B = np.zeros((T, G))
-            price_M = np.zeros((T, G))
-        noisy = bool(np.any(oh_arr != o_arr))
-        buffer: list = []
-        buf_trace = np.zeros(T, dtype=np.int64)
-        kv_trace = np.zeros((T, G), dtype=np.int64)
-        preempts: list = []
-        ep_steps: list = []
-        ep_secs: list = []
-        rr = 0
-        done = 0
-        emitted = 0
-        completed_prev = False
-        busy_prev = False
+        self._reset()
         k = 0
-        res = self.res if self.central else None
-        for k in range(1, T + 1):
-            new = range(bounds[k - 1], bounds[k])
-            # (1) arrivals
-            if self.central:
-                buffer.extend(new)
-            else:
-                for j in new:
-                    if self.policy == "round_robin":
-                        g = rr % G
-                        rr += 1
-                    elif self.policy == "random":
-                        g = int(self.rng.integers(G))
-                    elif self.policy == "lor":
-                        loads = [len(queues[h]) + len(running[h]) for h in range(G)]
-                        g = loads.index(min(loads))
-                    else:  # p2c
-                        a, b = self.rng.choice(G, size=2, replace=False).tolist()
-                        la = len(queues[a]) + len(running[a])
-                        lb = len(queues[b]) + len(running[b])
-                        g = b if lb < la else a
-                    queues[g].append(j)
-                    worker[j] = g
-            # (2) extend reservations of overrunning requests to this step
-            if self.central and noisy:
-                for g in range(G):
-                    for j in running[g]:
-                        if res_end[j] <= k - 1 < T:
-                            res.U_B[g, k - 1] += 1
-                            res.U_M[g, k - 1] += s_l[j] + (k - start[j]) + 1
-                            res_end[j] = k
-            # (3) central scheduling epoch
-            if self.central and buffer:
-                idle = not any(running)
-                if self.trigger == "batch_end":
-                    fire = len(new) > 0 or busy_prev or idle
-                else:
-                    fire = len(new) > 0 or completed_prev or idle
-                if fire:
-                    t0 = time.perf_counter()
-                    if olp:
-                        adm = self._olp_epoch(k, buffer)
-                    else:
-                        adm = self._ablation_epoch(k, buffer)
-                    if adm:
-                        gone = set()
-                        for j, g, Lj in adm:
-                            queues[g].append(j)
-                            worker[j] = g
-                            res_i0[j] = k - 1
-                            res_end[j] = k - 1 + Lj
-                            gone.add(j)
-                        buffer = [j for j in buffer if j not in gone]
-                    ep_secs.append(time.perf_counter() - t0)
-                    ep_steps.append(k)
-            # (4) workers
-            completed_prev = False
-            busy_prev = False
-            for g in range(G):
-                run = running[g]
-                q = queues[g]
-                need = kv[g] + len(run)
-                preempted = False
-                while need > M_l[g] and run:
-                    j = run.pop()
-                    gen = k - start[j]  # tokens generated before this step
-                    need -= s_l[j] + gen + 1
-                    kv[g] -= s_l[j] + gen
-                    preempts.append((k, g))
-                    preempted = True
-                    if self.central:
-                        # back to the head of the router's buffer, reservation released
-                        res.release(g, s_l[j], res_i0[j], k - 1, res_end[j])
-                        res_i0[j] = -1
-                        buffer.insert(0, j)
-                    else:
-                        q.appendleft(j)
-                if not preempted:
-                    while q and len(run) < B_l[g]:
-                        j = q[0]
-                        if need + s_l[j] + 1 > M_l[g]:
-                            break
-                        q.popleft()
-                        run.append(j)
-                        start[j] = k
-                        if first[j] < 0:
-                            first[j] = k
-                        need += s_l[j] + 1
-                        kv[g] += s_l[j]
-                if self.central and q:
-                    # cannot happen: U^B, U^M equal the slots / KV in use, so a column that
-                    # passed the router's check fits the worker in the step it was admitted
-                    raise RuntimeError(f"router-admitted request not startable at step {k}")
-                if run:
-                    busy_prev = True
-                    kv[g] += len(run)
-                    emitted += len(run)
-                    kv_trace[k - 1, g] = kv[g]  # in use during step k (finishing ones included)
-                    fin = [j for j in run if k - start[j] + 1 >= o_l[j]]
-                    if fin:
-                        for j in fin:
-                            run.remove(j)
-                            comp[j] = k
-                            kv[g] -= s_l[j] + o_l[j]
-                            if self.central and res_end[j] > k:
-                                res.release(g, s_l[j], res_i0[j], k, res_end[j])
-                        done += len(fin)
-                        completed_prev = True
-            buf_trace[k - 1] = len(buffer)
-            if olp:
-                price_B[k - 1] = self.p_B[:, k - 1 :].mean(axis=1)
-                price_M[k - 1] = self.p_M[:, k - 1 :].mean(axis=1)
-            if done == n:
+        for k in range(1, self.T + 1):
+            arrivals = range(self.bounds[k - 1], self.bounds[k])
+            self._arrive(arrivals)  # (1)
+            if self.central and self.noisy:
+                self._extend_overruns(k)  # (2)
+            if self.central and self.buffer and self._epoch_fires(k, len(arrivals)):
+                self._scheduling_epoch(k)  # (3)
+            self.busy = self.completed = False
+            for g in range(self.G):
+                self._step_worker(g, k)  # (4)
+            self._record(k)
+            if self.done == self.w.n:
                 break
-        steps = k
+        return self._result(k, time.perf_counter() - t_wall)
+
+    def _reset(self) -> None:
+        """Fresh per-run state: per-request progress, worker queues and batches, traces."""
+        w, G, T, n = self.w, self.G, self.T, self.w.n
+        self.s_l, self.o_l = w.s.tolist(), w.o.tolist()
+        self.B_l, self.M_l = self.B.tolist(), self.M.tolist()
+        self.first, self.comp, self.worker = [-1] * n, [-1] * n, [-1] * n
+        self.start = [0] * n  # step of the current attempt's admission
+        self.res_i0 = [-1] * n  # 0-based start of the current reservation (central), -1 none
+        self.res_end = [0] * n  # exclusive end index of the current reservation
+        self.queues = [deque() for _ in range(G)]
+        self.running = [[] for _ in range(G)]
+        self.kv_used = [0] * G  # sum over running requests of s + tokens generated
+        self.bounds = np.searchsorted(w.arrival, np.arange(1, T + 2), side="left").tolist()
+        self.noisy = bool(np.any(w.o_hat != w.o))
+        self.res = Reservations(self.B, self.M, T) if self.central else None
+        if self.policy == "olp":
+            self._olp_setup()
+            self.price_B, self.price_M = np.zeros((T, G)), np.zeros((T, G))
+        self.buffer: list = []
+        self.buf_trace = np.zeros(T, dtype=np.int64)
+        self.kv_trace = np.zeros((T, G), dtype=np.int64)
+        self.preemptions: list = []
+        self.epoch_steps: list = []
+        self.epoch_seconds: list = []
+        self.rr = self.done = self.emitted = 0
+        self.busy = self.completed = False
+
+    def _arrive(self, arrivals) -> None:
+        """(1) New requests join the central buffer, or are dispatched to a worker queue."""
+        if self.central:
+            self.buffer.extend(arrivals)
+            return
+        for j in arrivals:
+            g = self._dispatch()
+            self.queues[g].append(j)
+            self.worker[j] = g
+
+    def _dispatch(self) -> int:
+        """The heuristics' choice of worker on arrival: Round Robin, Random, LOR or Power-of-two,
+        where the load of a worker is its queued plus running requests."""
+        G = self.G
+        if self.policy == "round_robin":
+            self.rr += 1
+            return (self.rr - 1) % G
+        if self.policy == "random":
+            return int(self.rng.integers(G))
+        load = [len(self.queues[h]) + len(self.running[h]) for h in range(G)]
+        if self.policy == "lor":
+            return load.index(min(load))
+        a, b = self.rng.choice(G, size=2, replace=False).tolist()  # p2c
+        return b if load[b] < load[a] else a
+
+    def _extend_overruns(self, k: int) -> None:
+        """(2) A request that outlives its predicted length keeps its slot and KV ramp reserved one
+        more step (digest's proposal for noisy predictions)."""
+        res = self.res
+        for g in range(self.G):
+            for j in self.running[g]:
+                if self.res_end[j] <= k - 1 < self.T:
+                    res.U_B[g, k - 1] += 1
+                    res.U_M[g, k - 1] += self.s_l[j] + (k - self.start[j]) + 1
+                    self.res_end[j] = k
+
+    def _epoch_fires(self, k: int, n_arrivals: int) -> bool:
+        """Epochs fire at arrivals and at batch ends ("batch_end": any worker ran last step) or
+        completions ("events"), and whenever every worker is idle, so the buffer never stalls."""
+        idle = not any(self.running)
+        later = self.busy if self.trigger == "batch_end" else self.completed
+        return n_arrivals > 0 or later or idle
+
+    def _scheduling_epoch(self, k: int) -> None:
+        """(3) One central epoch (OLP or a price-free ablation); admitted requests leave the buffer
+        for their worker's queue, with their reservation recorded."""
+        t0 = time.perf_counter()
+        epoch = self._olp_epoch if self.policy == "olp" else self._ablation_epoch
+        admitted = epoch(k, self.buffer)
+        for j, g, L in admitted:
+            self.queues[g].append(j)
+            self.worker[j] = g
+            self.res_i0[j], self.res_end[j] = k - 1, k - 1 + L
+        if admitted:
+            gone = {j for j, _, _ in admitted}
+            self.buffer = [j for j in self.buffer if j not in gone]
+        self.epoch_seconds.append(time.perf_counter() - t0)
+        self.epoch_steps.append(k)
+
+    def _step_worker(self, g: int, k: int) -> None:
+        """(4) One decode iteration of worker g: preempt on KV overflow, else admit FCFS from its
+        queue; every running request emits a token; finished requests leave."""
+        run, queue, s_l = self.running[g], self.queues[g], self.s_l
+        need = self.kv_used[g] + len(run)  # KV needed if every running request emits a token
+        if need > self.M_l[g] and run:
+            while need > self.M_l[g] and run:
+                need -= self._preempt(g, k)
+        else:
+            while queue and len(run) < self.B_l[g] and need + s_l[queue[0]] + 1 <= self.M_l[g]:
+                j = queue.popleft()
+                run.append(j)
+                self.start[j] = k
+                if self.first[j] < 0:
+                    self.first[j] = k
+                need += s_l[j] + 1
+                self.kv_used[g] += s_l[j]
+        if self.central and queue:
+            # cannot happen: U^B, U^M equal the slots / KV in use, so a column that passed the
+            # router's check fits its worker in the step it was admitted
+            raise RuntimeError(f"router-admitted request not startable at step {k}")
+        if not run:
+            return
+        self.busy = True
+        self.kv_used[g] += len(run)
+        self.emitted += len(run)
+        self.kv_trace[k - 1, g] = self.kv_used[g]  # in use during step k, finishing ones included
+        finished = [j for j in run if k - self.start[j] + 1 >= self.o_l[j]]
+        for j in finished:
+            run.remove(j)
+            self.comp[j] = k
+            self.kv_used[g] -= s_l[j] + self.o_l[j]
+            if self.central and self.res_end[j] > k:
+                self.res.release(g, s_l[j], self.res_i0[j], k, self.res_end[j])
+        self.done += len(finished)
+        self.completed = self.completed or bool(finished)
+
+    def _preempt(self, g: int, k: int) -> int:
+        """vLLM recompute: drop the most recently admitted request of worker g, discard its
+        progress and requeue it at the head (central policies: of the router's buffer, with its
+        reservation released). Returns the KV tokens this frees for the step."""
+        j = self.running[g].pop()
+        generated = k - self.start[j]
+        self.kv_used[g] -= self.s_l[j] + generated
+        self.preemptions.append((k, g))
+        if self.central:
+            self.res.release(g, self.s_l[j], self.res_i0[j], k - 1, self.res_end[j])
+            self.res_i0[j] = -1
+            self.buffer.insert(0, j)
+        else:
+            self.queues[g].appendleft(j)
+        return self.s_l[j] + generated + 1
+
+    def _record(self, k: int) -> None:
+        """Per-step traces: buffer length and (OLP) prices averaged over the remaining horizon."""
+        self.buf_trace[k - 1] = len(self.buffer)
+        if self.policy == "olp":
+            self.price_B[k - 1] = self.p_B[:, k - 1 :].mean(axis=1)
+            self.price_M[k - 1] = self.p_M[:, k - 1 :].mean(axis=1)
+
+    def _result(self, steps: int, seconds: float) -> SimResult:
+        olp = self.policy == "olp"
         return SimResult(
             policy=self.policy,
-            T=T,
+            T=self.T,
             steps=steps,
-            arrival=arrival.copy(),
-            o=o_arr.copy(),
-            first_token=np.asarray(first, dtype=np.int64),
-            completion=np.asarray(comp, dtype=np.int64),
-            worker=np.asarray(worker, dtype=np.int64),
-            tokens_emitted=int(emitted),
-            buffer_len=buf_trace[:steps],
-            kv=kv_trace[:steps],
-            preemptions=preempts,
-            epoch_steps=ep_steps,
-            epoch_seconds=ep_secs,
-            price_B=price_B[:steps] if olp else None,
-            price_M=price_M[:steps] if olp else None,
-            wall_seconds=time.perf_counter() - t_wall,
+            arrival=self.w.arrival.copy(),
+            o=self.w.o.copy(),
+            first_token=np.asarray(self.first, dtype=np.int64),
+            completion=np.asarray(self.comp, dtype=np.int64),
+            worker=np.asarray(self.worker, dtype=np.int64),
+            tokens_emitted=int(self.emitted),
+            buffer_len=self.buf_trace[:steps],
+            kv=self.kv_trace[:steps],
+            preemptions=self.preemptions,
+            epoch_steps=self.epoch_steps,
+            epoch_seconds=self.epoch_seconds,
+            price_B=self.price_B[:steps] if olp else None,
+            price_M=self.price_M[:steps] if olp else None,
+            wall_seconds=seconds,
         )
 
 
