@@ -52,6 +52,7 @@ def test_verdicts():
     assert verdict(claim, [], "book") == "not judged (no value)"
     assert verdict(claim, [0.1], "smoke") == "not judged (smoke profile)"
     assert verdict({**claim, "judged": False}, [0.1], "book") == "not judged (measurement)"
+    assert verdict({**claim, "judged": False, "kind": "check"}, [0], "book") == "not judged (check)"
     assert verdict({"id": "g", "direction": ">=", "threshold": 0.03}, [0.05, 0.02], "book") == "holds"
 
 

@@ -32,8 +32,8 @@
 #    and KV-cache columns, and say why a queue-length snapshot misprices long requests;
 # 2. derive the bid-price rule "start a request iff its reward beats the shadow price of the
 #    resources it will occupy" from the LP dual;
-# 3. explain why a dual price learnt online by projected subgradient steps loses only $O(\sqrt n)$
-#    reward against the best decision in hindsight, and see it happen;
+# 3. see a dual price learnt online by projected subgradient steps lose only about $\sqrt n$
+#    reward against the best decision in hindsight, in the textbook setting where that is proven;
 # 4. predict how the reward weights $(\alpha, \beta, \gamma)$ change which of two requests goes first.
 
 # %%
@@ -101,8 +101,8 @@ print(f"KV token-steps reserved: short {short[1].sum():,}, long {long[1].sum():,
 # With a reward $r_{j\tau}$ for starting $j$ at $\tau$ and fractional decisions
 # $x_{jg\tau} \in [0, 1]$, the offline (hindsight) problem is the LP
 #
-# $$\max_x \sum_{j,g,\tau} r_{j\tau} x_{jg\tau} \quad \text{s.t.} \quad
-# \sum_{g,\tau} x_{jg\tau} \le 1 \;\;\forall j, \qquad
+# $$\max_x \sum_{j,g,\tau \ge t_j} r_{j\tau} x_{jg\tau} \quad \text{s.t.} \quad
+# \sum_{g,\tau \ge t_j} x_{jg\tau} \le 1 \;\;\forall j, \qquad
 # \sum_{j,\tau} a^B_k(j,\tau)\, x_{jg\tau} \le B_g, \qquad
 # \sum_{j,\tau} a^M_k(j,\tau)\, x_{jg\tau} \le M_g \;\;\forall g, k.$$
 #
@@ -113,20 +113,26 @@ print(f"KV token-steps reserved: short {short[1].sum():,}, long {long[1].sum():,
 # \quad \text{s.t.} \quad u_j \ge r_{j\tau} - c_{jg\tau}(p) \;\;\forall j, g, \tau,$$
 #
 # where $c_{jg\tau}(p) = \sum_{k \in K_{j\tau}} \big(p^B_{g,k} + p^M_{g,k} a^M_k\big)$ is the
-# *cost of the column* at prices $p$. Complementary slackness says that at the optimum
+# *cost of the column* at prices $p$ (the code multiplies the KV prices by $c_M = 1/\max_g M_g$ so
+# that a batch slot and a full KV cache are on the same scale). Complementary slackness says that at the optimum
 # $x_{jg\tau} > 0$ only if $r_{j\tau} - c_{jg\tau}(p) = u_j = \max_{g', \tau'} (r_{j\tau'} - c_{jg'\tau'}(p))^+$:
 # a request is served only by a column of largest positive margin. That is the **bid-price rule**:
 #
 # $$\text{start } j \text{ now on } \arg\max_g m_{jg}, \qquad m_{jg} = \tilde r_{jk} - c_{jgk}(p),
 # \qquad \text{if } \max_g m_{jg} > 0.$$
 #
+# (The code lowers the threshold 0 to $-\varsigma \rho_b$ when requests pile up in the buffer; the
+# implementation notebook shows this and the code's other heuristics.)
+#
 # The router never knows the future requests, so it cannot solve the dual. Divide the dual objective
 # by the number of requests $N$ and replace the sum over requests by an average over the requests
-# seen so far (a sample average approximation, with $u_j$ eliminated):
+# seen so far (a sample average approximation, with $u_j$ eliminated; the router keeps one column
+# per request, its best one when it was first scored, in place of the max over all its columns):
 #
 # $$f(p) = d^\top p + \frac{1}{|H|} \sum_{i \in H} \big(\tilde r_i - a_i^\top p\big)^+, \qquad p \ge 0,$$
 #
-# with $d$ the capacity per request. Its subgradient is $d - \frac{1}{|H|}\sum_i \mathbb 1\{\tilde r_i > a_i^\top p\}\, a_i$:
+# with $d$ the capacity per request (the router does not know the number of requests and uses a
+# fixed stand-in, see the implementation notebook). Its subgradient is $d - \frac{1}{|H|}\sum_i \mathbb 1\{\tilde r_i > a_i^\top p\}\, a_i$:
 # a price rises where the profitable columns ask for more than the capacity share $d$, and falls
 # where they ask for less. The router takes a few projected steps
 # $p \leftarrow [p - \eta \nabla f]_+$ per scheduling epoch.
@@ -178,7 +184,10 @@ plt.show()
 # Greedy's regret grows linearly in $n$: it fills the knapsack with whatever comes first. The online
 # dual's regret grows about like $\sqrt n$, so its *relative* loss vanishes as $n$ grows, and it
 # needs no knowledge of the future: the price it learns from the items it has seen converges to the
-# price the hindsight LP would set.
+# price the hindsight LP would set. The $O(\sqrt n)$ guarantee (Li, Sun and Ye) holds for i.i.d.
+# items, one pass and $\eta = 1/\sqrt n$; the router runs a heuristic variant (a fixed step
+# $\eta = 0.01$, several minibatch steps per epoch over a re-sampled history, a backlog gain, price
+# halving), for which no such guarantee is known.
 
 # %% [markdown]
 # ## How the reward weights steer the router
@@ -214,8 +223,9 @@ pd.DataFrame(table).set_index("weights").round(4)
 # With $\beta$ the short request earns more *and* costs less: under congestion the router behaves
 # like shortest-job-first, which minimises mean completion time. With $\alpha$ the long request earns
 # more (more tokens), so throughput weight favours long jobs and should cost mean latency. With
-# $\gamma$ both earn the same and only the price separates them. The experiment tests these
-# directions.
+# $\gamma$ both earn the same and only the price separates them: since every waiting request is
+# scored at the same start step $\tau$, the TTFT term cannot favour the request that has waited
+# longest. The experiment tests these directions.
 #
 # ## What to expect in the experiment
 #
@@ -230,9 +240,10 @@ pd.DataFrame(table).set_index("weights").round(4)
 #
 # Routing with continuous batching is an LP over time-indexed columns: one batch slot and a KV ramp
 # per request. Its dual prices every slot and KV token at every step; a request is worth starting
-# when its SLO-weighted reward beats the price of its column. Prices learnt online by projected
-# subgradient steps lose only $O(\sqrt n)$ against hindsight, and the reward weights choose which
-# latency the router optimises.
+# when its SLO-weighted reward beats the price of its column. In the textbook online setting,
+# prices learnt by projected subgradient steps lose only $O(\sqrt n)$ against hindsight; the router
+# uses a heuristic variant of that update. The reward weights are meant to choose which latency
+# the router optimises.
 #
 # ## Exercises
 #

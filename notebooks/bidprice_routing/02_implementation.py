@@ -116,12 +116,17 @@ brute = np.sum(p_B[1, steps - 1] + 0.01 * p_M[1, steps - 1] * a_M)
 assert np.isclose(bp.column_cost(p_B, p_M, g=1, s=7, o_hat=12, tau=20, c_M=0.01), brute)
 
 # %% [markdown]
-# ## 5. The right-hand side: remaining capacity per future request
+# ## 5. The right-hand side: remaining capacity, scaled
 #
 # Step 2 of the per-epoch algorithm: $d^B_{g,k} = (B_g - U^B_{g,k})^+ / \hat N$ and
-# $d^M_{g,k} = c_M (M_g - U^M_{g,k})^+ / \hat N$, where $U$ are the reservations already committed and
-# $\hat N = \sum_g B_g$, then divided by $\bar R$ and multiplied by $(1 + \kappa \rho_b)$, where
-# $\rho_b$ is the share of all requests waiting in the buffer (the code's backlog gain).
+# $d^M_{g,k} = c_M (M_g - U^M_{g,k})^+ / \hat N$, where $U$ are the reservations already committed,
+# then divided by $\bar R$ and multiplied by $(1 + \kappa \rho_b)$ (the code's backlog gain).
+#
+# Two heuristics of the code hide here, and we keep them as they are. The theory divides the
+# capacity by the number of requests still to come; the code divides by $\hat N = \sum_g B_g$, a
+# constant (64 here) that is not a count of requests (a commented-out line in the code uses the
+# remaining number of jobs instead). And the backlog share $\rho_b = |W| / N_{tot}$ divides by the
+# total number of requests of the whole run, which a real router could not know in advance.
 
 # %%
 core.show_source(bp.remaining_capacity)
@@ -161,7 +166,9 @@ assert np.all(down_B < 1)  # price 5 > reward 1: the column is unprofitable, eve
 #
 # Step 4: a column is feasible on worker $g$ only if $U^B_{g,k} + 1 \le B_g$ and
 # $U^M_{g,k} + a^M_k \le M_g$ at every step it covers. Started requests are committed to $U$, so the
-# router never admits a request whose KV ramp would overflow later.
+# router never admits a request whose *predicted* KV ramp would overflow later. With exact
+# predictions it therefore never preempts; with noisy ones a request that outgrows its prediction
+# can still overflow a cache.
 
 # %%
 core.show_source(bp.Reservations.feasible)
@@ -207,7 +214,7 @@ core.show_source(bp.ClusterSim._olp_epoch)
 # column fits.
 
 # %%
-small = bp.generate_workload(core.seed_everything(0), rate=0.55, arrival_steps=150)
+small = bp.generate_workload(core.seed_everything(0), rate=0.55, arrival_steps=400)
 rows = {}
 for name in bp.POLICIES:
     rows[name] = bp.metrics(bp.run_policy(name, small, seed=0))
@@ -215,6 +222,10 @@ summary = pd.DataFrame(rows).T[["mean_e2e", "p99_e2e", "mean_ttft", "p99_ttft", 
 assert (summary["completed"] == small.n).all()  # every policy serves every request within the horizon
 assert summary.loc["olp", "preemptions"] == 0  # exact predictions: exact reservations
 summary.round(1)
+
+# %% [markdown]
+# Four hundred arrival steps load the cluster, but a single short run is noisy: the experiment
+# notebook compares the policies over longer runs and several seeds.
 
 # %% [markdown]
 # ## Exercises

@@ -1,8 +1,8 @@
 """The claims ledger: chapter.yml declares each claim, the experiment records values, the ledger judges.
 
 A claim is judged on the mean over seeds against the threshold declared before the experiment ran.
-At the smoke profile values are computed but never judged; a claim declared with `judged: false`
-is a measurement (reported, not judged).
+At the smoke profile values are computed but never judged. A claim declared with `judged: false`
+is reported but not judged: a measurement (the default `kind`) or a `kind: check` of the code.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def validate_claims(chapter: dict) -> list[dict]:
 def verdict(claim: dict, values: list[float], profile: str) -> str:
     """holds / fails / not judged, from the mean of the per-seed values and the declared threshold."""
     if not claim.get("judged", True):
-        return "not judged (measurement)"
+        return f"not judged ({claim.get('kind', 'measurement')})"
     if profile == "smoke":
         return "not judged (smoke profile)"
     finite = [v for v in values if v is not None and math.isfinite(v)]

@@ -99,6 +99,7 @@ __all__ = [
     "check_price_step",
 ]
 
+PRICE_WINDOW = 100  # steps over which the price traces average p (about one decode length)
 N_WORKERS = 4  # G
 BATCH_CAPACITY = 16  # B_g
 KV_CAPACITY = 2048  # M_g, KV tokens
@@ -234,8 +235,9 @@ def slo_reward(
     t_arr = np.asarray(t_arr, dtype=float)
     thr = np.maximum(0.0, np.minimum(o_hat, T - tau + 1))
     comp = np.maximum(0.0, T - (tau + o_hat - 1))
-    ft = np.maximum(0.0, T - tau + 1) + 0.0 * o_hat
-    gp = ((tau - t_arr) < W_gp).astype(float) + 0.0 * o_hat
+    shape = np.broadcast_shapes(o_hat.shape, tau.shape, t_arr.shape)
+    ft = np.broadcast_to(np.maximum(0.0, T - tau + 1), shape)
+    gp = np.broadcast_to(((tau - t_arr) < W_gp).astype(float), shape)
     r = sigma + alpha * thr + beta * comp + gamma * ft + w_gp * gp
     rb = max(1.0, float(T if R_bar is None else R_bar))
     return SLOReward(thr, comp, ft, gp, r, np.minimum(r / rb, 1.0))
@@ -428,10 +430,10 @@ class Reservations:
         L = np.atleast_1d(np.asarray(L, dtype=np.int64))
         if cm is None:
             cm = self.prefix_max(i0, int(L.max()))
-        cb, cmm = cm
+        max_slots, max_kv = cm
         last = L - 1
-        ok_b = cb[:, last].T + 1 <= self.B[None, :]
-        ok_m = cmm[:, last].T + s[:, None] + 1 <= self.M[None, :]
+        ok_b = max_slots[:, last].T + 1 <= self.B[None, :]
+        ok_m = max_kv[:, last].T + s[:, None] + 1 <= self.M[None, :]
         return ok_b & ok_m
 
     def commit(self, g: int, s: int, L: int, i0: int) -> None:
@@ -468,9 +470,7 @@ def admit_by_margin(margins, t_arr, eps: float, res: Reservations, s, L, i0: int
     rid = rows if ids is None else np.asarray(ids)[rows]
     order = np.lexsort((gs, rid, t, -margins[rows, gs]))
     width = int(L.max())
-    cb, cmm = res.prefix_max(i0, width)
-    cb = cb.copy()
-    cmm = cmm.copy()
+    max_slots, max_kv = (a.copy() for a in res.prefix_max(i0, width))
     started = set()
     admitted = []
     for c in order:
@@ -479,12 +479,12 @@ def admit_by_margin(margins, t_arr, eps: float, res: Reservations, s, L, i0: int
         if j in started:
             continue
         last = L[j] - 1
-        if cb[g, last] + 1 > res.B[g] or cmm[g, last] + s[j] + 1 > res.M[g]:
+        if max_slots[g, last] + 1 > res.B[g] or max_kv[g, last] + s[j] + 1 > res.M[g]:
             continue
         res.commit(g, int(s[j]), int(L[j]), i0)
         nb, nm = res.prefix_max(i0, width, g)
-        cb[g, : nb.size] = nb
-        cmm[g, : nm.size] = nm
+        max_slots[g, : nb.size] = nb
+        max_kv[g, : nm.size] = nm
         started.add(j)
         admitted.append((j, g))
     return admitted, int(rows.size)
@@ -504,6 +504,8 @@ class OLPConfig:
     batch [batch_size], mem_scale_factor, kappa [backlog_gain], varsigma [backlog_slack],
     lambda_len [length_penalty], max_waiting, R_bar [reward_normalizer; None means T].
     Objective weights not given default to 0; if none is given, beta = 1 (see __post_init__).
+    Two defaults differ from the code's: varsigma = 1 (the released scripts' value; the code's
+    default is 0) and max_waiting = 64 (the digest's book budget; the code scores the whole buffer).
     """
 
     alpha: float | None = None
@@ -540,8 +542,8 @@ class SimResult:
     Per request (index = workload row): ``first_token`` and ``completion`` steps (-1 if never),
     ``worker``. Per step (rows 0..steps-1 for steps 1..steps): ``buffer_len``, ``kv`` (G columns,
     KV tokens held during the step: s + tokens generated, summed over the requests that ran in it,
-    those finishing in it included), ``price_B`` / ``price_M`` (OLP only: the mean over the
-    remaining horizon k..T of p^B and p^M per worker after the step's epoch). Events:
+    those finishing in it included), ``price_B`` / ``price_M`` (OLP only: the mean of p^B and p^M
+    per worker over steps k..k + PRICE_WINDOW - 1, after the step's epoch). Events:
     ``preemptions`` (step, worker) pairs, ``epoch_steps`` and ``epoch_seconds`` (wall clock of each
     central scheduling epoch).
     """
@@ -582,8 +584,8 @@ class ClusterSim:
     Arguments: ``G`` workers with batch caps ``B`` and KV caps ``M`` (scalars or per-worker);
     horizon T = arrival steps + ``drain``; ``olp`` the router's :class:`OLPConfig`; ``trigger``
     when central epochs fire ("batch_end": every step with a non-empty buffer, as the code's
-    per-iteration batch-end events; "events": arrivals and completions only); ``max_waiting``
-    how many buffered requests the *ablations* consider (None: all; OLP uses ``olp.max_waiting``).
+    per-iteration batch-end events; "events": arrivals and completions only). The OLP router and
+    the price-free ablations score the same number of buffered requests, ``olp.max_waiting``.
     """
 
     def __init__(
@@ -597,7 +599,6 @@ class ClusterSim:
         drain: int = 1500,
         olp: OLPConfig | None = None,
         trigger: str = "batch_end",
-        max_waiting: int | None = None,
     ):
         if policy not in POLICIES:
             raise ValueError(f"unknown policy {policy!r}; valid: {', '.join(POLICIES)}")
@@ -613,8 +614,6 @@ class ClusterSim:
         self.trigger = trigger
         self.olp = olp if olp is not None else OLPConfig()
         self.central = policy in CENTRAL_POLICIES
-        # the ablations score the whole buffer unless told otherwise; OLP uses its max_waiting
-        self.max_waiting = max_waiting
 
     # ---- central-policy epochs ---------------------------------------------------------------
 
@@ -643,47 +642,51 @@ class ClusterSim:
             self.p_B, self.p_M, self.hist, d_B, d_M, self.c_M, self.rng, cfg.K, cfg.eta, cfg.batch
         )
         # step 4: feasibility, margins, history
-        mw = cfg.max_waiting
-        sel = np.asarray(buffer[:mw] if mw and mw > 0 else buffer, dtype=np.int64)
+        scored = self._scored(buffer)
         i0 = k - 1
-        s = w.s[sel]
-        oh = w.o_hat[sel]
-        L = np.minimum(oh, self.T - k + 1)
-        rew = slo_reward(
-            oh,
+        s, o_hat = w.s[scored], w.o_hat[scored]
+        L = np.minimum(o_hat, self.T - k + 1)
+        reward = slo_reward(
+            o_hat,
             k,
-            w.arrival[sel],
+            w.arrival[scored],
             self.T,
-            cfg.alpha,
-            cfg.beta,
-            cfg.gamma,
-            cfg.sigma,
-            cfg.w_gp,
-            cfg.W_gp,
-            self.R_bar,
+            alpha=cfg.alpha,
+            beta=cfg.beta,
+            gamma=cfg.gamma,
+            sigma=cfg.sigma,
+            w_gp=cfg.w_gp,
+            W_gp=cfg.W_gp,
+            R_bar=self.R_bar,
         ).r_norm
-        feas = res.feasible(s, L, i0)
+        feasible = res.feasible(s, L, i0)
         # every scored column lies in [i0, i0 + max L): price only that window (tau = 1 in it)
         hi = i0 + int(L.max())
-        gg = np.arange(self.G)[None, :]
+        workers = np.arange(self.G)[None, :]
         cost = column_cost(
-            self.p_B[:, i0:hi], self.p_M[:, i0:hi], gg, s[:, None], L[:, None], 1, self.c_M
+            self.p_B[:, i0:hi], self.p_M[:, i0:hi], workers, s[:, None], L[:, None], 1, self.c_M
         )
-        m = rew[:, None] - cost - cfg.lambda_len * oh[:, None]
-        m[~feas] = -np.inf
-        new = ~self.recorded[sel]
-        if new.any():
-            rows = np.nonzero(new)[0]
-            self.hist.add(np.argmax(m[rows], axis=1), i0, L[rows], s[rows], rew[rows])
-            self.recorded[sel[rows]] = True
+        margin = reward[:, None] - cost - cfg.lambda_len * o_hat[:, None]
+        margin[~feasible] = -np.inf
+        new = np.nonzero(~self.recorded[scored])[0]
+        if new.size:  # H records each request's best column the first time it is scored
+            self.hist.add(np.argmax(margin[new], axis=1), i0, L[new], s[new], reward[new])
+            self.recorded[scored[new]] = True
         # steps 5-6: candidates and greedy admission
         eps = -cfg.varsigma * rho
-        admitted, n_cand = admit_by_margin(m, w.arrival[sel], eps, res, s, L, i0, ids=sel)
+        admitted, n_candidates = admit_by_margin(
+            margin, w.arrival[scored], eps, res, s, L, i0, ids=scored
+        )
         # step 7: anti-starvation price halving
-        if n_cand == 0 and rho > 0 and cfg.varsigma > 0:
+        if n_candidates == 0 and rho > 0 and cfg.varsigma > 0:
             self.p_B *= 0.5
             self.p_M *= 0.5
-        return [(int(sel[j]), g, int(L[j])) for j, g in admitted]
+        return [(int(scored[j]), g, int(L[j])) for j, g in admitted]
+
+    def _scored(self, buffer: list) -> np.ndarray:
+        """The buffered requests an epoch considers: the first ``max_waiting`` (all if <= 0)."""
+        limit = self.olp.max_waiting
+        return np.asarray(buffer[:limit] if limit and limit > 0 else buffer, dtype=np.int64)
 
     def _ablation_epoch(self, k: int, buffer: list) -> list:
         """Central buffer + greedy feasible admission without prices (FCFS or shortest o_hat first).
@@ -692,19 +695,17 @@ class ClusterSim:
         with the least committed KV at step k (ties: fewer committed slots, lower index).
         """
         w, res = self.w, self.res
-        mw = self.max_waiting
-        sel = np.asarray(buffer[:mw] if mw and mw > 0 else buffer, dtype=np.int64)
+        sel = self._scored(buffer)
         if self.policy == "central_sjf":
             sel = sel[np.lexsort((sel, w.o_hat[sel]))]
         i0 = k - 1
         L = np.minimum(w.o_hat[sel], self.T - k + 1)
         width = int(L.max())
-        cb, cmm = res.prefix_max(i0, width)
-        cb, cmm = cb.copy(), cmm.copy()
+        max_slots, max_kv = (a.copy() for a in res.prefix_max(i0, width))
         out = []
         for j, Lj in zip(sel.tolist(), L.tolist()):
             sj = int(w.s[j])
-            ok = (cb[:, Lj - 1] + 1 <= self.B) & (cmm[:, Lj - 1] + sj + 1 <= self.M)
+            ok = (max_slots[:, Lj - 1] + 1 <= self.B) & (max_kv[:, Lj - 1] + sj + 1 <= self.M)
             if not ok.any():
                 continue
             cand = np.nonzero(ok)[0]
@@ -712,8 +713,8 @@ class ClusterSim:
             g = int(cand[key[0]])
             res.commit(g, sj, Lj, i0)
             nb, nm = res.prefix_max(i0, width, g)
-            cb[g, : nb.size] = nb
-            cmm[g, : nm.size] = nm
+            max_slots[g, : nb.size] = nb
+            max_kv[g, : nm.size] = nm
             out.append((j, g, Lj))
         return out
 
@@ -879,11 +880,13 @@ class ClusterSim:
         return self.s_l[j] + generated + 1
 
     def _record(self, k: int) -> None:
-        """Per-step traces: buffer length and (OLP) prices averaged over the remaining horizon."""
+        """Per-step traces: buffer length and (OLP) the prices a column starting now would meet,
+        averaged over the next PRICE_WINDOW steps."""
         self.buf_trace[k - 1] = len(self.buffer)
         if self.policy == "olp":
-            self.price_B[k - 1] = self.p_B[:, k - 1 :].mean(axis=1)
-            self.price_M[k - 1] = self.p_M[:, k - 1 :].mean(axis=1)
+            window = slice(k - 1, k - 1 + PRICE_WINDOW)
+            self.price_B[k - 1] = self.p_B[:, window].mean(axis=1)
+            self.price_M[k - 1] = self.p_M[:, window].mean(axis=1)
 
     def _result(self, steps: int, seconds: float) -> SimResult:
         olp = self.policy == "olp"
@@ -921,7 +924,6 @@ def run_policy(
     M=KV_CAPACITY,
     drain: int = 1500,
     trigger: str = "batch_end",
-    max_waiting: int | None = None,
     **olp_weights,
 ) -> SimResult:
     """Run one policy on a workload; the experiment notebook's entry point.
@@ -949,7 +951,6 @@ def run_policy(
         drain=drain,
         olp=OLPConfig(**olp_weights),
         trigger=trigger,
-        max_waiting=max_waiting,
     )
     return sim.run()
 
@@ -1159,22 +1160,36 @@ def run_experiment(cfg, progress=None):
 def experiment_workloads(cfg, seed: int) -> tuple[Workload, Workload]:
     """The requests of one seed, with exact and with noisy predictions (same arrivals and lengths)."""
     args = dict(rate=cfg.rate, arrival_steps=cfg.arrival_steps)
-    return (generate_workload(np.random.default_rng(seed), **args),
-            generate_workload(np.random.default_rng(seed), noise=cfg.noise, **args))
+    return (
+        generate_workload(np.random.default_rng(seed), **args),
+        generate_workload(np.random.default_rng(seed), noise=cfg.noise, **args),
+    )
 
 
-def tail_weight_sweep(cfg, fractions=(0.0, 0.125, 0.25, 0.5, 1.0), progress=None) -> list[dict]:
+def tail_weight_sweep(cfg, fractions=(0.125, 0.25, 0.5), progress=None) -> list[dict]:
     """OLP(beta = 1) with the tail weight w_gp = fraction * T on every seed (exact predictions):
-    rows of (seed, fraction, share of requests with TTFT <= 20, mean E2E)."""
+    rows of (seed, fraction, share of requests with TTFT <= 20, mean E2E). The ends 0 and 1 are
+    the "olp beta" and "olp beta + tail" variants of :func:`run_experiment`."""
     jobs = [(seed, f) for seed in cfg.seeds for f in fractions]
     rows, loads = [], {}
     for seed, fraction in progress(jobs) if progress is not None else jobs:
         if seed not in loads:
             loads = {seed: experiment_workloads(cfg, seed)[0]}
         w = loads[seed]
-        m = metrics(run_policy("olp", w, seed, G=cfg.n_workers, drain=cfg.drain, beta=1.0,
-                               w_gp=fraction * horizon(w, cfg.drain)))
-        rows.append(dict(seed=seed, fraction=fraction, ttft_le_20=m["ttft_le_20"], mean_e2e=m["mean_e2e"]))
+        m = metrics(
+            run_policy(
+                "olp",
+                w,
+                seed,
+                G=cfg.n_workers,
+                drain=cfg.drain,
+                beta=1.0,
+                w_gp=fraction * horizon(w, cfg.drain),
+            )
+        )
+        rows.append(
+            dict(seed=seed, fraction=fraction, ttft_le_20=m["ttft_le_20"], mean_e2e=m["mean_e2e"])
+        )
     return rows
 
 
