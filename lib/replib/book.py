@@ -83,7 +83,7 @@ def smoke() -> Path:
     _stage(root, stage)
     offline_log = stage / "network-attempts.log"
     env = dict(os.environ, REPLIB_PROFILE="smoke", REPLIB_PROGRESS="0", REPLIB_OFFLINE="1", REPLIB_OFFLINE_LOG=str(offline_log),
-               OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MPLBACKEND="agg",
+               OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
                PYTHONPATH=os.pathsep.join(filter(None, [str(root / "tools" / "offline"),
                                                        os.environ.get("PYTHONPATH")])))
     cmd = [_bin("pytest"), "--nbmake", "--nbmake-kernel=python3", "--nbmake-timeout=600", "--overwrite",
@@ -92,6 +92,10 @@ def smoke() -> Path:
     subprocess.run(cmd, check=True, env=env, cwd=stage)
     if offline_log.is_file() and offline_log.read_text().strip():
         raise SystemExit(f"notebooks tried to reach the network:\n{offline_log.read_text()}")
+    missing = [str(nb.relative_to(stage)) for nb in sorted(stage.glob("notebooks/*/*.ipynb"))
+               if "plt.show()" in nb.read_text() and "image/png" not in nb.read_text()]
+    if missing:
+        raise SystemExit(f"notebooks that plot produced no figure (a non-inline backend?): {missing}")
     subprocess.run([_bin("jupyter-book"), "build", str(stage), "-W", "-n", "--keep-going"],
                    check=True, env=env, cwd=stage)
     index = stage / "_build" / "html" / "index.html"

@@ -74,15 +74,18 @@ def scoreboard_markdown() -> str:
             lines.append(f"| {title} | no results yet | | |")
     for slug, r in results.items():
         chapter = load_chapter(slug)
+        paper = {c["id"]: c.get("paper", "") for c in chapter.get("claims", [])}
         lines += ["", f"({slug})=", f"## {chapter.get('short_title', slug)}", "",
                   f"arXiv {chapter.get('arxiv', 'n/a')}; profile `{r['profile']}`; "
-                  f"seeds {', '.join(map(str, r['seeds']))}; created {r.get('created', 'n/a')}.", "",
-                  "| claim | statement | ours | threshold | verdict |", "| --- | --- | --- | --- | --- |"]
+                  f"seeds {', '.join(map(str, r['seeds']))}; created {r.get('created', 'n/a')}. "
+                  f"[The experiment](../notebooks/{slug}/03_experiment.ipynb) discusses each verdict.", "",
+                  "| claim | statement | paper | ours | threshold | verdict |",
+                  "| --- | --- | --- | --- | --- | --- |"]
         for c in r["claims"]:
             mean = float("nan") if c["mean"] is None else c["mean"]
             sd = float("nan") if c["sd"] is None else c["sd"]
-            lines.append(f"| {c['id']} | {c['statement']} | {format_value(mean, sd)} | "
-                         f"{c['direction']} {c['threshold']} | {c['verdict']} |")
+            lines.append(f"| {c['id']} | {c['statement']} | {paper.get(c['id'], '')} | "
+                         f"{format_value(mean, sd)} | {c['direction']} {c['threshold']} | {c['verdict']} |")
     return "\n".join(lines) + "\n"
 
 
