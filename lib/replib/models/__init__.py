@@ -1,0 +1,1 @@
+"""replib.models: small models and their training loops, shared by several chapters."""
