@@ -39,8 +39,8 @@ scoreboard: setup
 check: setup
 	$(REPLIB) check
 
-sync: setup                 ## after editing a notebook's .py, regenerate its output-free .ipynb twin
-	$(VENV)/bin/jupytext --to ipynb notebooks/*/0*.py
+sync: setup                 ## after editing a notebook's .py: its Colab cell and output-free .ipynb twin
+	$(REPLIB) sync
 
 lint: setup
 	$(VENV)/bin/ruff check lib tests notebooks tools

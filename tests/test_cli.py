@@ -26,3 +26,11 @@ def test_run_refuses_before_running(argv, message, capsys, tmp_path):
 def test_plan_injects_profile_and_seeds():
     params = plan_run("bidprice_routing", "smoke", [5, 6], {})
     assert params == {"profile": "smoke", "seeds": [5, 6]}
+
+
+def test_list_and_check_report_chapters_and_verdicts(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert "bidprice_routing:" in out and "c1a_mean_e2e" in out
+    assert main(["check"]) == 0
+    assert "every results file matches its sources" in capsys.readouterr().out

@@ -91,3 +91,14 @@ def test_launch_buttons_point_at_main():
     assert config["repository"]["branch"] == "main" and config["repository"]["path_to_book"] == ""
     assert config["launch_buttons"]["colab_url"] == "https://colab.research.google.com"
     assert config["only_build_toc_files"] is True
+
+
+def test_sync_rewrites_the_colab_cell(tmp_path):
+    from replib.core.colab import write_setup_cells
+
+    source = (ROOT / "notebooks" / CHAPTERS[0] / "01_theory.py").read_text()
+    stale = tmp_path / "01_theory.py"
+    stale.write_text(source.replace("git+https://github.com/", "git+https://example.org/old/"))
+    assert write_setup_cells([stale]) == [stale]
+    assert code_cells(jupytext.read(stale))[0].source.strip() == setup_cell_source().strip()
+    assert write_setup_cells([stale]) == []  # already current: nothing to do

@@ -3,6 +3,7 @@
     replib run bidprice_routing --profile book --seeds 5 6 7 --out runs/x -p arrival_steps=400
     replib scoreboard | replib check | replib list
     replib book | replib smoke          (what `make book` and `make test` call)
+    replib sync                         (after editing a notebook's .py: Colab cell and .ipynb twin)
 """
 
 from __future__ import annotations
@@ -199,6 +200,21 @@ def cmd_list(args) -> int:
     return 0
 
 
+def cmd_sync(args) -> int:
+    """Regenerate every notebook's Colab cell from _config.yml, then its .ipynb from its .py."""
+    import subprocess
+
+    from .book import _bin
+    from .core.colab import write_setup_cells
+
+    sources = sorted((require_repo_root() / "notebooks").glob("*/0*.py"))
+    for path in write_setup_cells(sources):
+        print(f"updated the Colab cell of {path.name}")
+    # --update keeps the cell ids (and the empty outputs) of the existing .ipynb: no churn in git
+    subprocess.run([_bin("jupytext"), "--update", "--to", "ipynb", *map(str, sources)], check=True)
+    return 0
+
+
 def cmd_book(args) -> int:
     from .book import build_book
 
@@ -234,6 +250,8 @@ def build_parser() -> argparse.ArgumentParser:
     book.add_argument("--profile", default="book", choices=PROFILES)
     book.set_defaults(func=cmd_book)
     sub.add_parser("smoke", help="nbmake every notebook at smoke, then build the book").set_defaults(func=cmd_smoke)
+    sub.add_parser("sync", help="regenerate Colab cells and .ipynb twins from the .py notebooks").set_defaults(
+        func=cmd_sync)
     return parser
 
 

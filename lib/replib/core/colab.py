@@ -29,3 +29,24 @@ def setup_cell_source(url: str | None = None) -> str:
         f'    package = "replib @ git+{url}.git@{BRANCH}"\n'
         '    subprocess.run([sys.executable, "-m", "pip", "install", "-q", package], check=True)'
     )
+
+
+def write_setup_cells(paths) -> list:
+    """Rewrite the first code cell of each py:percent notebook in `paths` to the current set-up cell;
+    return the paths that changed (after a change of `repository.url`, run `make sync`)."""
+    import re
+    from pathlib import Path
+
+    cell = setup_cell_source()
+    changed = []
+    for path in map(Path, paths):
+        text = path.read_text(encoding="utf-8")
+        # the first code cell: a bare "# %%" line, up to the next cell marker
+        match = re.search(r"^# %%\n(.*?)(?=^# %%)", text, flags=re.S | re.M)
+        if match is None:
+            raise ValueError(f"{path}: no code cell found")
+        new = text[: match.start(1)] + cell + "\n\n" + text[match.end(1):]
+        if new != text:
+            path.write_text(new, encoding="utf-8")
+            changed.append(path)
+    return changed
