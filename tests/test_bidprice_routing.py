@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+
 from replib.papers import bidprice_routing as bp
 
 

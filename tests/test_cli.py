@@ -1,6 +1,7 @@
 """The `replib` command refuses bad requests before anything runs (exit 2, naming valid choices)."""
 
 import pytest
+
 from replib.cli import UsageError, main, parse_assignments, plan_run
 
 

@@ -4,6 +4,7 @@ import json
 
 import numpy as np
 import pytest
+
 from replib.core import Ledger, configure, resolve_profile, seed_everything
 from replib.core.fingerprint import chapter_sources, fingerprint
 from replib.core.ledger import validate_claims, verdict

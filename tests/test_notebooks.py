@@ -9,6 +9,7 @@ import jupytext
 import pytest
 import yaml
 from jupytext.compare import compare_notebooks
+
 from replib.core.colab import setup_cell_source
 from replib.core.fingerprint import NOTEBOOKS
 from replib.core.paths import chapter_slugs

@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import pytest
+
 from replib.core.paths import load_chapter
 from replib.core.results import committed_results, scoreboard_markdown, stale_results
 

@@ -51,6 +51,7 @@ if "google.colab" in sys.modules:
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+
 from replib import core
 from replib.papers import bidprice_routing as bp
 

@@ -40,6 +40,7 @@ if "google.colab" in sys.modules:
 # %%
 import numpy as np
 import pandas as pd
+
 from replib import core
 from replib.papers import bidprice_routing as bp
 

@@ -59,6 +59,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
+
 from replib import core
 from replib.papers import bidprice_routing as bp
 

@@ -1,0 +1,262 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Dataset pruning on graphs: experiment
+#
+# **Learning goals.** After this notebook you can
+#
+# 1. say which of the paper's claims about graph-based pruning hold on a small image data set with
+#    injected redundancy, and by how much;
+# 2. read the trade-off between informativeness ($\alpha$ large) and diversity ($\alpha$ small) across
+#    pruning ratios;
+# 3. account for the whole cost of pruning: the proxy, the selection and the training it saves.
+#
+# **Setting.** scikit-learn's digits: 500 test images; the other 1,297 form the pool, and 30% of them
+# are copied four times with pixel noise, so the pool has $N = 2{,}853$ images, 1,556 of them
+# near-copies. A proxy MLP (150 SGD steps on the whole pool) gives each image's predictive entropy
+# and embedding. Each selector keeps $b = (1 - p) N$ images for pruning ratios
+# $p \in \{0.3, 0.5, 0.7, 0.9\}$; a fresh MLP (64-128-10) is then trained on the kept images for 15
+# epochs (SGD with momentum, OneCycle learning rate, the same for every selector) and tested on the
+# 500 held-out images. Every selector sees the same pool, proxy and model seed for a given seed.
+#
+# **Selectors.** Random; intrinsic only (top-$b$ entropy); extrinsic only (greedy k-center on the
+# embeddings); the paper's graph greedy (MWCP) with $\alpha \in \{0, 0.3, 1, 3\}$, $\alpha = 1$ being
+# the method; and the full data.
+
+# %%
+# Colab set-up: installs the book's package, replib, from its repository (branch main).
+# Anywhere else (a local clone, the book build, CI) this cell does nothing.
+import sys
+
+if "google.colab" in sys.modules:
+    import subprocess
+
+    package = "replib @ git+https://github.com/icml2026-replications/replib-book.git@main"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", package], check=True)
+
+# %% tags=["parameters"]
+profile = None  # "smoke", "book" or "paper"; None reads $REPLIB_PROFILE, else "book"
+seeds = None  # list of ints; None takes the profile's seeds
+ratios = None  # pruning ratios p: the share of the pool removed
+alphas = None  # weights of the intrinsic score in the graph objective
+epochs = None  # epochs of the target model over its kept subset
+proxy_steps = None  # SGD steps of the proxy model on the whole pool
+clusters_per_class = None  # k-means clusters per class: the neighbourhoods of the sparse graph
+
+# %%
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+
+from replib import core
+from replib.papers import mwcp_pruning as mw
+
+core.set_style()
+cfg = core.configure(mw.EXPERIMENT_PROFILES, profile, seeds=seeds, ratios=ratios, alphas=alphas,
+                     epochs=epochs, proxy_steps=proxy_steps, clusters_per_class=clusters_per_class)
+ledger = core.Ledger("mwcp_pruning", cfg.profile, cfg.seeds, parameters=vars(cfg))
+cfg
+
+# %% [markdown]
+# ## Training on every kept subset
+
+# %%
+rows, extras = mw.run_experiment(cfg, progress=core.progress)
+runs = pd.DataFrame(rows)
+pruned = runs[runs["ratio"] > 0]
+full = runs[runs["method"] == "full"]
+table = pruned.pivot_table(index="variant", columns="ratio", values="accuracy", aggfunc="mean")
+table.loc["full data"] = full["accuracy"].mean()
+table.round(1)
+
+# %% [markdown]
+# Test accuracy in percent, mean over seeds, per selector (rows) and pruning ratio (columns). The
+# test set has 500 images, so one image is 0.2 points.
+
+# %% mystnb={"figure": {"caption": "Test accuracy against pruning ratio per selector (mean over seeds, band: standard deviation); the dashed line is training on all data.", "name": "mwcp-accuracy"}}
+main = ["random", "entropy", "kcenter", mw.variant_name("mwcp", 1.0)]
+fig, ax = plt.subplots(figsize=(7, 4))
+sns.lineplot(pruned[pruned["variant"].isin(main)], x="ratio", y="accuracy", hue="variant",
+             hue_order=main, errorbar="sd", marker="o", ax=ax)
+ax.axhline(full["accuracy"].mean(), color="k", ls="--", lw=1, label="full data")
+ax.set(xlabel="pruning ratio $p$", ylabel="test accuracy (%)", ylim=(max(0, pruned["accuracy"].min() - 5), 100))
+ax.legend(title="")
+plt.show()
+
+# %% [markdown]
+# ## Informativeness against diversity
+
+# %% mystnb={"figure": {"caption": "Mean test accuracy of the graph greedy for each weight alpha of the intrinsic score (rows) and pruning ratio (columns); the last row is intrinsic-only selection, the limit of large alpha.", "name": "mwcp-alpha"}}
+mwcp_rows = pruned[pruned["method"] == "mwcp"]
+heat = mwcp_rows.pivot_table(index="alpha", columns="ratio", values="accuracy", aggfunc="mean")
+heat.index = [f"alpha = {a:g}" for a in heat.index]
+heat.loc["entropy only"] = pruned[pruned["variant"] == "entropy"].groupby("ratio")["accuracy"].mean()
+fig, ax = plt.subplots(figsize=(6, 3.2))
+sns.heatmap(heat, annot=True, fmt=".1f", cmap="viridis", cbar_kws={"label": "test accuracy (%)"}, ax=ax)
+ax.set(xlabel="pruning ratio $p$", ylabel="")
+plt.show()
+
+# %% [markdown]
+# ## What each selector keeps
+
+# %% mystnb={"figure": {"caption": "The pool in the first two principal components of the proxy's embeddings (first seed). Coloured points are the images each selector keeps at the ratio shown in the axis label; grey points are pruned.", "name": "mwcp-pca"}}
+shown = ["entropy", "kcenter", mw.variant_name("mwcp", 1.0)]
+pca, labels = extras["pca"], extras["pool"].y
+fig, axes = plt.subplots(1, len(shown), figsize=(12, 3.8), sharex=True, sharey=True)
+for ax, name in zip(axes, shown):
+    kept = extras["kept"][name]
+    ax.scatter(*pca.T, s=3, color="0.85")
+    ax.scatter(*pca[kept].T, s=4, c=labels[kept], cmap="tab10")
+    ax.set(xlabel=f"pc 1 ({name}, p = {extras['kept_ratio']:g})", ylabel="pc 2")
+plt.show()
+
+# %% [markdown]
+# The subsets differ in what they spend their budget on: near-copies, neighbourhoods covered, and the
+# graph objective (Eq. 3 with $\alpha = 1$, the same yardstick for all):
+
+# %%
+pruned.groupby(["ratio", "variant"])[["dup_fraction", "redundant_fraction", "clusters_covered",
+                                       "objective"]].mean().unstack("ratio").round(2)
+
+# %% [markdown]
+# ## What pruning costs and saves
+#
+# Seconds per seed, measured in the same run: the proxy (training and scoring), the selection
+# (k-means neighbourhoods plus the greedy) and the training on the subset kept at $p = 0.3$, against
+# training on all data.
+
+# %%
+mwcp30 = pruned[(pruned["variant"] == mw.variant_name("mwcp", 1.0)) & np.isclose(pruned["ratio"], 0.3)]
+timing = pd.DataFrame({
+    "proxy": runs[runs["method"] == "proxy"].set_index("seed")["train_seconds"],
+    "selection": mwcp30.set_index("seed")["select_seconds"],
+    "training on subset": mwcp30.set_index("seed")["train_seconds"],
+    "training on all data": full.set_index("seed")["train_seconds"],
+})
+timing.round(3)
+
+# %% [markdown]
+# ## The greedy's guarantee and its speed
+#
+# Claims c4a and c4b compare the greedy with exhaustive search on 200 random instances of 12
+# samples ($b = 4$); m2 times the greedy choosing half of 20,000 synthetic points.
+
+# %%
+guarantee = mw.greedy_guarantee_check(np.random.default_rng(0), instances=200)
+selection_s = mw.selection_seconds()
+print(f"worst greedy/optimum (shifted): {guarantee['min_ratio']:.3f}, mean gap (plain): "
+      f"{guarantee['mean_gap']:.4f}; 10,000 of 20,000 selected in {selection_s:.2f} s")
+
+# %% [markdown]
+# ## The claims
+#
+# Each claim was declared in `chapter.yml` with its threshold before this experiment was run. The
+# value is computed per seed from the runs above, and the verdict compares the mean over seeds with
+# the threshold.
+
+# %%
+values = mw.claim_values(runs, guarantee, selection_s)
+for seed, claims in values.items():
+    for claim_id, value in claims.items():
+        ledger.record(claim_id, seed, value)
+ledger.save()
+ledger.table()
+
+# %% [markdown]
+# A verdict judges the mean over seeds; here are the per-seed values behind it.
+
+# %%
+pd.DataFrame(values).round(3)
+
+# %% [markdown]
+# ## What we scaled down, and why the effect should survive it
+#
+# - **Data and models.** 8 x 8 digits and a two-layer MLP instead of CIFAR and ImageNet with ResNets
+#   and Swin transformers. Digits are nearly separable, so accuracies saturate near 96%: differences
+#   of a few tenths of a point are one or two test images.
+# - **Redundancy is injected.** Real large data sets are redundant by nature; we copy 30% of the pool
+#   four times so that the redundancy term has something to remove. Labels are clean: with label
+#   noise, diversity terms tend to keep mislabeled outliers, a different effect.
+# - **Static, not dynamic.** The paper's reported numbers come from per-epoch (InfoBatch-style)
+#   resampling in its released code; we test the one-shot greedy the paper describes. Its
+#   "Stochastic Selection" variant is not implemented.
+# - **The proxy.** Entropies and embeddings come from a small proxy trained for 150 steps, about a
+#   fifth of one full training run. At ImageNet scale such a proxy is cheap relative to training; here
+#   it is not, which weighs on claim c5.
+# - **Scale of the timing claim.** The paper's 43% saving is on 50% pruning of ImageNet over hours;
+#   ours is seconds, where fixed costs (the proxy, k-means) are a large share.
+#
+# ## Reading the verdicts
+#
+# The lines below are generated from the claims table, so they always match this run.
+
+# %%
+for row in ledger.judged():
+    print(f"{row['id']:<28} {row['verdict']:<26} mean {row['mean']:.3g} (declared {row['direction']} "
+          f"{row['threshold']}): {row['statement']}")
+
+# %% [markdown]
+# What the book-profile run (seeds 0, 1 and 2) shows, and why we think so:
+#
+# - **Mild pruning is lossless for everyone (c2 holds; c1a fails, c1b holds narrowly).** At 30% and
+#   50% pruning every selector, random included, stays within a few tenths of a point of the full
+#   data: with 30% of the pool made of near-copies, keeping 70% of it loses almost no information.
+#   The graph greedy's edge over random is one to five test images and changes sign across seeds, so
+#   the 0.5-point margin the paper's CIFAR results suggest does not show at 30%, and only just at 50%.
+#   Digits saturate near 96%, which leaves little room for any selector to differ.
+# - **Intrinsic-only selection collapses when pruning hard (c3 holds).** Keeping the highest
+#   entropies at 70% and 90% pruning keeps a narrow band of ambiguous images (at 90%, fewer
+#   neighbourhoods are covered and accuracy falls to about a third). The graph greedy with
+#   $\alpha = 1$ avoids most of that loss; the margin at 70% varies a lot across seeds (see the
+#   per-seed values), so the verdict rests on the mean.
+# - **But $\alpha = 1$ is not the best weight when pruning hard.** At 90% pruning the greedy with
+#   $\alpha = 0$ (diversity only, still on the graph) beats random, k-center and $\alpha = 1$ (heat
+#   map): the entropy term still pulls the few kept images towards hard ones. The paper's message
+#   that both terms matter holds; its default weight is not universal.
+# - **The redundancy term spreads picks over neighbourhoods, but does not avoid near-copies.** The
+#   proxy's embeddings (after a ReLU) are close together inside a neighbourhood, so
+#   $g(D) = \sigma(D) - 1$ is nearly the same, about $-0.5$, for every pair of neighbours, copies or
+#   not. The greedy then balances how many images it takes from each neighbourhood and ranks by
+#   entropy inside it, and copies share their original's entropy: it keeps more near-copies than
+#   random (table above) while k-center keeps almost none. A sharper $g$ would separate copies from
+#   neighbours (exercise 2); we kept the paper's.
+# - **The guarantee holds with room to spare (c4a, c4b hold).** The greedy reaches far more than
+#   $1 - 1/e$ of the optimum on the shifted objective and is usually exactly optimal on the plain one.
+# - **Pruning does not pay for itself at this scale (c5 fails).** Training on the kept 70% takes
+#   about 70% of the full training time, as expected, but the proxy adds about a fifth of a full run
+#   and the selection (mostly k-means) several percent more, so the whole pipeline costs about as
+#   much as training on everything. The verdict sits close to the threshold and depends on timing
+#   noise; at the paper's scale the proxy and the selection are small next to hours of training.
+#
+# ## Summary
+#
+# On digits with injected redundancy, graph-based pruning is lossless at mild ratios, as every other
+# selector is, and it protects against the collapse of intrinsic-only selection when pruning hard.
+# Its advantage over random pruning is within the noise of a 500-image test set at 30%, and at 90%
+# pruning the diversity-only setting of the same greedy is better than the paper's default weight.
+# The greedy itself is fast (half of 20,000 points in a fraction of a second) and nearly optimal, far
+# above its $1 - 1/e$ guarantee. At this scale the proxy and the selection cost about what pruning
+# saves.
+#
+# ## Exercises
+#
+# 1. Set `alphas = [1.0]` and `clusters_per_class = 1` (one neighbourhood per class). Does the graph
+#    greedy get better or worse at $p = 0.9$, and why?
+# 2. The redundancy weights of near-copies and of merely similar images differ little here (the
+#    embeddings are close together). Replace $g$ by a sharper map, e.g. $g(D) = -e^{-D/0.05}$, in
+#    `mw.greedy_select` (pass a dense `A`) and count the near-copies kept.
+# 3. Re-run with `epochs = 30`. Does the gap between selectors at $p = 0.3$ grow or shrink when every
+#    model is trained longer?
