@@ -104,7 +104,7 @@ plt.show()
 # class and same k-means cluster), so each step touches one cluster.
 #
 # A 2-D toy shows the trade-off. Three clusters; the points of the first are the most informative,
-# but they come in near-copies. We keep 12 points with the Euclidean distance as $D$.
+# but they sit close together. We keep 12 points with the Euclidean distance as $D$.
 
 # %%
 rng = core.seed_everything(0)
@@ -120,12 +120,13 @@ kept = {
 }
 fig, axes = plt.subplots(1, 3, figsize=(11, 3.4), sharey=True)
 for ax, (name, S) in zip(axes, kept.items()):
-    ax.scatter(*points.T, c=intrinsic, cmap="viridis", s=15)
+    dots = ax.scatter(*points.T, c=intrinsic, cmap="viridis", s=15)
     ax.scatter(*points[S].T, facecolors="none", edgecolors="red", s=90, lw=1.5)
     ax.set(xlabel="x1", ylabel="x2")
     ax.annotate(name, xy=(0.03, 0.97), xycoords="axes fraction", va="top", fontsize="small")
     print(f"{name:<26} F = {mw.objective(S, intrinsic, A):6.2f}, clusters hit: "
           f"{len(set(np.asarray(S) // 30))}")
+fig.colorbar(dots, ax=axes, label="intrinsic value")
 plt.show()
 
 # %% [markdown]
@@ -141,7 +142,8 @@ plt.show()
 # $$\Delta(x \mid A) - \Delta(x \mid B) = -\sum_{y \in B \setminus A} g\big(D(x, y)\big) \ge 0,$$
 #
 # because every $g \le 0$: a sample is worth less the more is already kept. That is the whole
-# condition: *any* non-negative intrinsic score with *any* non-positive pairwise term is submodular.
+# condition: *any* intrinsic score with *any* non-positive pairwise term is submodular (the node term
+# is modular; its sign only changes the shift needed below).
 #
 # **Monotonicity** fails, though: a marginal gain can be negative. The classical result of
 # Nemhauser, Wolsey and Fisher, $F(S_{greedy}) \ge (1 - 1/e) F(S^\star)$ under $|S| = b$, needs a
@@ -202,7 +204,8 @@ print(f"remove sample {drop}: F = {f_best:.3f}, the exhaustive optimum")
 # Pruning as a maximum-weight clique problem puts per-sample value on the nodes and redundancy on the
 # edges. The objective is submodular whenever the edges are non-positive; a constant shift per element
 # makes it monotone without changing any decision, so the greedy by marginal gain keeps at least
-# $1 - 1/e$ of the optimum, and on small instances it is usually exactly optimal.
+# $1 - 1/e$ of the optimum *of the shifted objective* $F_c$ (a bound that says little about the plain
+# $F$, which can be negative), and on small instances it is usually exactly optimal.
 #
 # ## Exercises
 #
