@@ -109,10 +109,6 @@ def run_chapter(slug: str, profile: str, params: dict, out: str, on_notebook=Non
     return results
 
 
-def _run_in_worker(slug, profile, params, out):
-    return run_chapter(slug, profile, params, out)
-
-
 def claims_table(results: dict) -> str:
     """A plain-text table of one run's claims: value mean ± sd over seeds, threshold, verdict."""
     rows = [("claim", "value (mean ± sd)", "threshold", "verdict")]
@@ -146,7 +142,7 @@ def cmd_run(args) -> int:
                     failed[slug] = err
         else:
             with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-                futures = {pool.submit(_run_in_worker, s, args.profile, plans[s], args.out): s for s in slugs}
+                futures = {pool.submit(run_chapter, s, args.profile, plans[s], args.out): s for s in slugs}
                 for future in as_completed(futures):
                     slug = futures[future]
                     try:
