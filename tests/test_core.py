@@ -51,6 +51,9 @@ def test_verdicts():
     assert verdict(claim, [0.8, 0.95], "book") == "fails"  # mean 0.875
     assert verdict(claim, [0.8, float("nan")], "book") == "fails"
     assert verdict(claim, [], "book") == "not judged (no value)"
+    assert verdict(claim, [float("nan")], "book") == "not judged (no value)"
+    assert verdict(claim, [float("inf"), 0.1], "book") == "fails"  # e.g. a target never reached
+    assert verdict({"id": "g", "direction": ">=", "threshold": 1.5}, [float("inf")] * 2, "book") == "holds"
     assert verdict(claim, [0.1], "smoke") == "not judged (smoke profile)"
     assert verdict({**claim, "judged": False}, [0.1], "book") == "not judged (measurement)"
     assert verdict({**claim, "judged": False, "kind": "check"}, [0], "book") == "not judged (check)"
@@ -115,3 +118,14 @@ def test_grade_accepts_matches_and_names_the_first_wrong_case(capsys):
         grade(lambda x: x * 3, lambda x: x + x, [(0,), (2,)])
     with pytest.raises(AssertionError, match="not written yet"):
         grade(lambda x: (_ for _ in ()).throw(NotImplementedError), lambda x: x, [(1,)])
+
+
+def test_compute_threads_sets_and_restores():
+    import torch
+
+    from replib.core.runtime import compute_threads
+
+    before = torch.get_num_threads()
+    with compute_threads(1):
+        assert torch.get_num_threads() == 1 and torch.are_deterministic_algorithms_enabled()
+    assert torch.get_num_threads() == before

@@ -50,10 +50,12 @@ def verdict(claim: dict, values: list[float], profile: str) -> str:
         return f"not judged ({claim.get('kind', 'measurement')})"
     if profile == "smoke":
         return "not judged (smoke profile)"
-    finite = [v for v in values if v is not None and math.isfinite(v)]
-    if not finite or len(finite) < len(values):
-        return "not judged (no value)" if not finite else FAILS
-    mean = float(np.mean(finite))
+    present = [v for v in values if v is not None and not math.isnan(v)]
+    if not present:
+        return "not judged (no value)"
+    if len(present) < len(values):  # a seed that produced no value cannot support the claim
+        return FAILS
+    mean = float(np.mean(present))  # +-inf is a value: e.g. a target never reached
     return HOLDS if DIRECTIONS[claim["direction"]](mean, float(claim["threshold"])) else FAILS
 
 
@@ -62,6 +64,8 @@ def summarise(values: list[float]) -> tuple[float, float]:
     arr = np.asarray(values, dtype=float)
     if arr.size == 0:
         return math.nan, math.nan
+    if not np.all(np.isfinite(arr)):  # an infinite or missing value: no meaningful spread
+        return float(arr.mean()), math.nan
     return float(arr.mean()), float(arr.std(ddof=1)) if arr.size > 1 else 0.0
 
 
@@ -69,7 +73,7 @@ def format_value(mean: float, sd: float) -> str:
     """'mean ± sd' with three significant digits."""
     if math.isnan(mean):
         return "n/a"
-    return f"{mean:.3g} ± {sd:.2g}"
+    return f"{mean:.3g}" if math.isnan(sd) else f"{mean:.3g} ± {sd:.2g}"
 
 
 class Ledger:

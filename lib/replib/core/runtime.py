@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import sys
@@ -34,3 +35,23 @@ def device() -> str:
     except ImportError:
         return "cpu"
     return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+@contextlib.contextmanager
+def compute_threads(threads: int = 1):
+    """Temporarily run torch and numpy's BLAS on ``threads`` threads, with torch's deterministic
+    algorithms on; everything is restored on exit. Small models are fastest on one thread, and a
+    fixed thread count keeps results and timings comparable between runs."""
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    old_threads = torch.get_num_threads()
+    old_deterministic = torch.are_deterministic_algorithms_enabled()
+    torch.set_num_threads(int(threads))
+    torch.use_deterministic_algorithms(True)
+    try:
+        with threadpool_limits(limits=int(threads), user_api="blas"):
+            yield
+    finally:
+        torch.set_num_threads(old_threads)
+        torch.use_deterministic_algorithms(old_deterministic)

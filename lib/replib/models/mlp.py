@@ -1,6 +1,7 @@
 """A small multilayer perceptron classifier and its training loop (torch, CPU-friendly).
 
-Shared by chapters that need a quick classifier: :class:`MLP` (Linear layers with ReLU between them),
+Shared by chapters that need a quick classifier: :class:`MLP` (Linear layers with ReLU between them
+by default; tanh and linear hidden layers on request, e.g. for an autoencoder),
 :func:`train_classifier` (minibatch SGD with momentum, weight decay and a OneCycle learning-rate
 schedule, over a fixed number of epochs or of steps), :func:`embed` (the last hidden layer),
 :func:`predict_proba` and :func:`accuracy`.
@@ -26,23 +27,39 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-__all__ = ["MLP", "train_classifier", "embed", "predict_proba", "accuracy"]
+__all__ = ["ACTIVATIONS", "MLP", "train_classifier", "embed", "predict_proba", "accuracy"]
+
+
+ACTIVATIONS = {"relu": F.relu, "tanh": torch.tanh}
 
 
 class MLP(nn.Module):
-    """Fully connected network ``sizes = [d_in, h_1, ..., h_k, n_classes]`` with ReLU after every
-    hidden layer (none after the output layer, which returns logits).
+    """Fully connected network ``sizes = [d_in, h_1, ..., h_k, n_classes]`` with an activation after
+    every hidden layer (none after the output layer, which returns logits).
+
+    ``activation`` is ``"relu"`` (default) or ``"tanh"``; ``linear_hidden`` lists 0-based indices of
+    hidden layers left linear (no activation), e.g. ``MLP([64, 128, 64, 16, 64, 128, 64],
+    activation="tanh", linear_hidden=[2])`` is a deep autoencoder with a linear 16-d bottleneck.
+    The defaults give exactly the original ReLU network (same weights, same outputs).
 
     ``seed`` fixes the initial weights (torch's default Linear initialisation drawn under
     ``torch.manual_seed(seed)`` without touching the global RNG); ``None`` draws from the global RNG.
     """
 
-    def __init__(self, sizes, seed: int | None = 0):
+    def __init__(self, sizes, seed: int | None = 0, activation: str = "relu", linear_hidden=()):
         super().__init__()
         sizes = [int(s) for s in sizes]
         if len(sizes) < 2:
             raise ValueError(f"an MLP needs at least input and output sizes, got {sizes}")
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"unknown activation {activation!r}; valid: {', '.join(ACTIVATIONS)}")
+        linear = frozenset(int(i) for i in linear_hidden)
+        if any(i < 0 or i >= len(sizes) - 2 for i in linear):
+            raise ValueError(f"linear_hidden {sorted(linear)} must index hidden layers 0..{len(sizes) - 3}")
         self.sizes = sizes
+        self.activation = activation
+        self.linear_hidden = linear
+        self._acts = [None if i in linear else ACTIVATIONS[activation] for i in range(len(sizes) - 2)]
         if seed is None:
             self._build(sizes)
         else:
@@ -54,9 +71,10 @@ class MLP(nn.Module):
         self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:]))
 
     def hidden(self, x: torch.Tensor) -> torch.Tensor:
-        """Activations of the last hidden layer (after its ReLU); the input itself if there is none."""
-        for layer in self.layers[:-1]:
-            x = F.relu(layer(x))
+        """Activations of the last hidden layer (after its activation); the input itself if there is
+        none."""
+        for layer, act in zip(self.layers[:-1], self._acts):
+            x = layer(x) if act is None else act(layer(x))
         return x
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -64,13 +64,14 @@ Fidelity notes (where the digest leaves room):
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import math
 import time
 from dataclasses import dataclass
 
 import numpy as np
+
+from replib.core.runtime import compute_threads
 
 __all__ = [
     "DigitsPool",
@@ -606,25 +607,6 @@ def variant_name(method: str, alpha: float | None = None) -> str:
     return f"mwcp(alpha={alpha:g})" if method == "mwcp" else method
 
 
-@contextlib.contextmanager
-def _torch_settings(threads: int):
-    """Temporarily: ``threads`` torch threads and deterministic algorithms (restored on exit)."""
-    import torch
-
-    old_threads = torch.get_num_threads()
-    old_det = torch.are_deterministic_algorithms_enabled()
-    torch.set_num_threads(int(threads))
-    try:
-        torch.use_deterministic_algorithms(True)
-    except RuntimeError:  # pragma: no cover - not expected on CPU
-        pass
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old_threads)
-        torch.use_deterministic_algorithms(old_det)
-
-
 def _pca2(z) -> np.ndarray:
     """First two principal components of the rows of z."""
     zc = np.asarray(z, dtype=float) - np.mean(z, axis=0)
@@ -658,7 +640,7 @@ def run_experiment(cfg, progress=None, threads: int = 1):
     state: dict = {}
     ratios = list(cfg.ratios)
     kept_ratio = min(ratios, key=lambda r: abs(r - FIGURE_RATIO)) if ratios else None
-    with _torch_settings(threads):
+    with compute_threads(threads):
         _warm_up()
         for seed, p in it:
             if state.get("seed") != seed:

@@ -1,0 +1,213 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Adaptive damping for stale Shampoo: implementation
+#
+# **Learning goals.** After this notebook you can
+#
+# 1. read Shampoo and FOAM in `replib.papers.foam` piece by piece, beside the equation or step each
+#    piece implements: the factor statistics, their bias correction, the eigendecomposition, the damped
+#    inverse root, the preconditioned and grafted direction, FOAM's proxy and its damping controller;
+# 2. check each piece on inputs small enough to verify by hand;
+# 3. run one short training with each refresh policy and count its eigendecompositions.
+
+# %%
+# Colab set-up: installs the book's package, replib, from its repository (branch main).
+# Anywhere else (a local clone, the book build, CI) this cell does nothing.
+import sys
+
+if "google.colab" in sys.modules:
+    import subprocess
+
+    package = "replib @ git+https://github.com/icml2026-replications/replib-book.git@main"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", package], check=True)
+
+# %%
+import numpy as np
+import scipy.linalg
+
+from replib import core
+from replib.core.runtime import compute_threads
+from replib.papers import foam
+
+core.set_style()
+profile = core.resolve_profile()
+rng = core.seed_everything(0)
+
+# %% [markdown]
+# ## 1. The factor statistics and their bias correction
+#
+# $L_t = \beta_2 L_{t-1} + (1 - \beta_2) G_t G_t^\top$, $R_t = \beta_2 R_{t-1} + (1 - \beta_2) G_t^\top G_t$,
+# and $\bar L_t = L_t / (1 - \beta_2^t)$, so that a constant gradient gives $\bar L_t = G G^\top$ from the
+# first step on.
+
+# %%
+core.show_source(foam.ema_factor)
+
+# %%
+G = rng.normal(size=(3, 2))
+L = np.zeros((3, 3))
+for t in range(1, 6):
+    L = foam.ema_factor(L, G, beta2=0.99, side="L")
+    assert np.allclose(foam.bias_corrected(L, 0.99, t), G @ G.T)  # unbiased from step 1
+assert foam.ema_factor(np.zeros((2, 2)), G, 0.99, side="R").shape == (2, 2)  # R is n x n
+
+# %% [markdown]
+# ## 2. Eigendecomposition and the damped inverse root
+#
+# A refresh computes $\bar L = Q\,\mathrm{diag}(d)\,Q^\top$ and keeps the *raw* eigenvalues $d$ (no
+# damping inside, so that $\epsilon$ is added exactly once); the cached root is
+# $Q\,(\mathrm{diag}(d) + \epsilon I)^{-1/p} Q^\top$.
+
+# %%
+core.show_source(foam.inverse_root_from_eig)
+
+# %%
+A = foam.random_psd(rng, 5, rank=3)  # low rank, as with small batches
+Q, d = foam.eigendecompose(A)
+assert np.all(d >= 0) and np.allclose((Q * d) @ Q.T, A)
+root = foam.inverse_root_from_eig(Q, d, eps=1e-3, p=2)
+reference = scipy.linalg.fractional_matrix_power(A + 1e-3 * np.eye(5), -0.5)
+assert np.allclose(root, reference.real, atol=1e-8)
+
+# %% [markdown]
+# ## 3. The preconditioned direction and Adam grafting
+#
+# $P = \hat L^{-1/p} \hat M \hat R^{-1/p}$ with the bias-corrected momentum $\hat M$, then rescaled to the
+# Frobenius norm of Adam's direction for the same block: Shampoo chooses the direction, Adam the size.
+
+# %%
+core.show_source(foam.graft)
+
+# %%
+M = rng.normal(size=(3, 2))
+P = foam.shampoo_direction(np.eye(3), M, np.eye(2))
+assert np.allclose(P, M)  # identity roots leave the momentum unchanged
+adam = foam.adam_direction(M, M**2 + 1.0)
+assert np.isclose(np.linalg.norm(foam.graft(P, adam)), np.linalg.norm(adam))  # Adam's size
+assert np.allclose(foam.graft(P, adam) / np.linalg.norm(foam.graft(P, adam)), P / np.linalg.norm(P))
+
+# %% [markdown]
+# ## 4. FOAM's proxy of the stale root's error
+#
+# In the stale basis $Q$ with stale eigenvalues $d$ and the damping $\epsilon$ in use:
+# $E = Q^\top \bar L_t Q - \mathrm{diag}(d)$,
+# $\mathrm{RC} = \| E_{ij} / \sqrt{(d_i + \epsilon)(d_j + \epsilon)} \|_F$,
+# $\alpha = \max_i (d_i + \epsilon)^{-1/p} / (\sum_i (d_i + \epsilon)^{-2/p})^{1/2}$ and
+# $h = \alpha\,\mathrm{RC}/p$: two matrix products, no eigendecomposition.
+
+# %%
+core.show_source(foam.foam_proxy)
+
+# %%
+h, rc, alpha = foam.foam_proxy(Q, d, A, eps=1e-3)
+assert h < 1e-6 and rc < 1e-6  # right after a refresh nothing has drifted (up to round-off)
+drifted = A + 1e-2 * foam.random_psd(rng, 5, rank=1)
+h_small = foam.foam_proxy(Q, d, drifted, eps=1e-1)[0]
+h_tiny = foam.foam_proxy(Q, d, drifted, eps=1e-4)[0]
+assert 0 < h_small < h_tiny  # the same drift is riskier under a smaller damping
+
+# %% [markdown]
+# ## 5. The damping controller
+#
+# $\tilde\epsilon = \max(\epsilon_0, \epsilon h / \tau)$; if $\tilde\epsilon > \epsilon_{\max}$ the factor is
+# refreshed and $\epsilon \leftarrow \epsilon_0$, else $\epsilon \leftarrow \tilde\epsilon$.
+
+# %%
+core.show_source(foam.controller_step)
+
+# %%
+eps0, eps_max, tau = 1.0, 300.0, 0.75
+assert foam.controller_step(10.0, 0.375, eps0, eps_max, tau) == (5.0, False)  # h < tau: damping falls
+assert foam.controller_step(1.0, 0.1, eps0, eps_max, tau) == (1.0, False)  # never below the floor
+assert foam.controller_step(200.0, 1.5, eps0, eps_max, tau) == (1.0, True)  # 400 > cap: refresh, reset
+
+# %% [markdown]
+# ## 6. One factor's maintenance, and the refresh policies
+#
+# A factor keeps its statistic, its stale $(Q, d)$, its damping and its cached root. Stale Shampoo
+# refreshes every $f$ steps with $\epsilon_0$; FOAM checks every $f = 10$ steps and, in its reuse
+# branch, changes only $\epsilon$ (the stale eigenvalues are kept: updating them would be a different
+# method). The ablations drop one part each: no refresh after the first (the damping still adapts,
+# clipped at the cap), or no adaptive damping (refresh whenever $h > \tau$).
+
+# %%
+core.show_source(foam.ShampooOptimizer._maintain)
+
+# %%
+fac = foam.KroneckerFactor("toy", 5)
+fac.refresh(A, eps=1e-6)
+Q_before, d_before = fac.Q.copy(), fac.d.copy()
+fac.rebuild(1e-3)  # the reuse branch: only the damping changes
+assert np.array_equal(fac.Q, Q_before) and np.array_equal(fac.d, d_before) and fac.evds == 1
+assert np.allclose(fac.root, foam.inverse_root_from_eig(Q_before, d_before, 1e-3))
+assert [foam.stale_evd_count(1000, f) for f in (1, 10, 50)] == [1000, 101, 21]  # per factor
+
+# %% [markdown]
+# ## 7. A short run of every policy
+#
+# The deep autoencoder (64-128-64-16-64-128-64, tanh with a linear 16-dimensional bottleneck, the
+# shared `replib.models.mlp.MLP`) on 1,400 digits, batch size 4, with each policy for a few hundred
+# steps; the optimizer's time is measured apart from the model's.
+
+# %%
+steps = {"smoke": 30, "book": 200, "paper": 200}[profile]
+with compute_threads(1):
+    for config in ["stale_f10", "stale_f50", "foam", "foam_no_refresh", "adam"]:
+        run = foam.train_autoencoder(config, seed=0, steps=steps, lr=3e-3)
+        print(f"{foam.config_label(config):<18} loss {run.final_loss:.4f}, {run.evds:4d} "
+              f"eigendecompositions, optimizer {run.optimizer_seconds:.2f} s, model {run.model_seconds:.2f} s")
+
+# %% [markdown]
+# ## Exercises
+#
+# **Exercise 1.** Write the damped inverse root `damped_inverse_root(A, eps, p)` $= (A + \epsilon I)^{-1/p}$
+# of a symmetric positive semi-definite matrix, by eigendecomposition.
+
+# %% tags=["hide-input"]
+def damped_inverse_root(A, eps, p):
+    d, Q = np.linalg.eigh(A)
+    d = np.maximum(d, 0.0)
+    return (Q * (d + eps) ** (-1.0 / p)) @ Q.T
+
+
+# %%
+foam.check_damped_inverse_root(damped_inverse_root)
+
+# %% [markdown]
+# **Exercise 2.** Write FOAM's controller step `controller_step(eps, h, eps0, eps_max, tau)`, returning
+# the next damping and whether the factor must be refreshed.
+
+# %% tags=["hide-input"]
+def controller_step(eps, h, eps0, eps_max, tau):
+    proposed = max(eps0, eps * h / tau)
+    return (eps0, True) if proposed > eps_max else (proposed, False)
+
+
+# %%
+foam.check_controller_step(controller_step)
+
+# %% [markdown]
+# **Exercise 3 (open).** Meta's Shampoo uses the exponent $1/4$ per factor for matrices ($p = 4$),
+# FOAM's experiments $1/2$. Change `foam.P_ROOT` and re-run the short runs: which policy is most
+# affected, and why does the proxy need the same $p$ as the root?
+#
+# ## Summary
+#
+# Shampoo here is a few small functions: two EMA factors and their bias correction, an
+# eigendecomposition that keeps raw eigenvalues, a damped inverse root, a Kronecker-preconditioned
+# direction with Adam's size. FOAM adds a proxy computed in the stale basis and a multiplicative
+# controller of the damping that triggers a refresh only at its cap. The experiment compares the
+# policies over full training runs with the same learning-rate search for each.

@@ -1,0 +1,254 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Adaptive damping for stale Shampoo: experiment
+#
+# **Learning goals.** After this notebook you can
+#
+# 1. say which of the paper's claims about FOAM hold on a small, ill-conditioned training problem, and
+#    by how much;
+# 2. read the trade-off between eigendecompositions and loss for fixed and adaptive refresh;
+# 3. follow FOAM's damping controller on one factor during training.
+#
+# **Setting.** A deep autoencoder (64-128-64-16-64-128-64, tanh with a linear 16-dimensional
+# bottleneck, about 35,000 parameters) reconstructs 1,400 digits (8 x 8) under mean squared error,
+# with minibatches of 4 for 1,000 steps. Small batches make the Kronecker factors low rank and make
+# them drift fast: the regime where stale inverse roots with a tiny damping misbehave. Shampoo runs on
+# the six weight matrices ($p = 2$ per factor, $\beta_1 = 0.9$, $\beta_2 = 0.99$, Adam grafting), plain
+# Adam on the biases; factors and eigendecompositions in float64; one thread.
+#
+# **Configurations.** Stale Shampoo refreshed every $f \in \{10, 30, 50, 100\}$ steps with
+# $\epsilon_0 = 10^{-12}$; FOAM (checks every 10 steps, $\tau = 0.75$, $\epsilon_{\max} = 300\,\epsilon_0$);
+# two ablations, FOAM without refresh and FOAM without adaptive damping; plain Adam. Every
+# configuration gets the same learning-rate search, and sees the same initial weights and minibatches
+# for a given seed. Refreshing at every step ($f = 1$) is too slow for the book's budget: it runs
+# only for the first 200 steps.
+
+# %%
+# Colab set-up: installs the book's package, replib, from its repository (branch main).
+# Anywhere else (a local clone, the book build, CI) this cell does nothing.
+import sys
+
+if "google.colab" in sys.modules:
+    import subprocess
+
+    package = "replib @ git+https://github.com/icml2026-replications/replib-book.git@main"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", package], check=True)
+
+# %% tags=["parameters"]
+profile = None  # "smoke", "book" or "paper"; None reads $REPLIB_PROFILE, else "book"
+seeds = None  # list of ints; None takes the profile's seeds
+steps = None  # training steps per run
+lr_grid = None  # learning rates searched for every configuration
+tune_steps = None  # steps of each learning-rate trial
+configs = None  # configurations: stale_f<f>, foam, foam_no_refresh, foam_no_adaptive_eps, adam
+
+# %%
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+
+from replib import core
+from replib.papers import foam
+
+core.set_style()
+cfg = core.configure(foam.EXPERIMENT_PROFILES, profile, seeds=seeds, steps=steps, lr_grid=lr_grid,
+                     tune_steps=tune_steps, configs=configs)
+ledger = core.Ledger("foam", cfg.profile, cfg.seeds, parameters=vars(cfg))
+cfg
+
+# %% [markdown]
+# ## The same learning-rate search for everyone, then the runs
+#
+# Each configuration trains with every learning rate of the grid for the same number of steps on a
+# tuning seed that is not an evaluation seed, and keeps the one with the lowest final loss.
+
+# %%
+rows, traces = foam.run_experiment(cfg, progress=core.progress)
+runs = pd.DataFrame(rows)
+curves = pd.DataFrame(traces["curves"])
+pd.Series(traces["lr"], name="learning rate").to_frame().T
+
+# %%
+summary = runs.groupby("label", sort=False)[["final_loss", "evds", "optimizer_seconds", "eigh_seconds",
+                                             "model_seconds"]].mean()
+summary.round(4)
+
+# %% [markdown]
+# Means over seeds: final full-batch MSE, eigendecompositions, and seconds spent in the optimizer
+# (of which inside `eigh`) and in the model's forward and backward passes.
+
+# %% mystnb={"figure": {"caption": "Full-batch training loss (mean over seeds) against the step (left) and against the cumulative seconds spent in the optimizer (right), per configuration.", "name": "foam-loss"}}
+curves["label"] = curves["config"].map(foam.config_label)
+mean_curves = curves.groupby(["label", "step"], sort=False)[["loss", "optimizer_seconds"]].mean().reset_index()
+fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+sns.lineplot(mean_curves, x="step", y="loss", hue="label", ax=axes[0], lw=1.5)
+sns.lineplot(mean_curves, x="optimizer_seconds", y="loss", hue="label", ax=axes[1], lw=1.5, legend=False)
+axes[0].set(yscale="log", xlabel="step", ylabel="training mse")
+axes[1].set(xlabel="optimizer seconds")
+axes[0].legend(title="", fontsize="small")
+plt.show()
+
+# %% [markdown]
+# ## Loss against eigendecompositions
+
+# %% mystnb={"figure": {"caption": "Final training loss against the number of eigendecompositions (log scale), means over seeds with the standard deviation of the loss as error bars. The stale sweep over f is joined by a line.", "name": "foam-pareto"}}
+stats = runs.groupby("label", sort=False).agg(loss=("final_loss", "mean"), sd=("final_loss", "std"),
+                                              evds=("evds", "mean"), config=("config", "first"))
+stats = stats[stats["evds"] > 0]
+stale = stats[stats["config"].str.startswith("stale")].sort_values("evds")
+fig, ax = plt.subplots(figsize=(6.5, 4))
+ax.plot(stale["evds"], stale["loss"], color="0.6", lw=1)
+for label, row in stats.iterrows():
+    ax.errorbar(row["evds"], row["loss"], yerr=row["sd"], marker="*" if label == "FOAM" else "o",
+                ms=14 if label == "FOAM" else 7, ls="none", label=label)
+ax.set(xscale="log", xlabel="eigendecompositions", ylabel="final training mse")
+ax.legend(fontsize="small")
+plt.show()
+
+# %% [markdown]
+# Refreshing at every step, for the first 200 steps only (the book profile's side run), against the
+# other configurations at the same step:
+
+# %%
+side = pd.DataFrame(traces["side_rows"])
+at_side = None
+if len(side):
+    at_side = curves[curves["step"] == int(side["steps"].iloc[0])].groupby("label", sort=False)["loss"].mean()
+    at_side = pd.concat([at_side, side.groupby("label")["final_loss"].mean()]).rename(
+        f"loss at step {int(side['steps'].iloc[0])}").sort_values()
+at_side
+
+# %% [markdown]
+# ## Inside FOAM: one factor's damping
+
+# %% mystnb={"figure": {"caption": "FOAM on one factor (the left factor of the first weight matrix, first seed). Top: the damping relative to its floor, with the cap dashed and refreshes marked. Bottom: the proxy h at each check, with the target tau dashed.", "name": "foam-controller"}}
+log = pd.DataFrame(traces["controller"])
+factor_log = log[(log["config"] == "foam") & (log["factor"] == traces["controller_factor"])]
+fig, axes = plt.subplots(2, 1, figsize=(8, 4.5), sharex=True)
+axes[0].step(factor_log["step"], factor_log["eps"] / foam.EPS0, where="post")
+refreshed = factor_log[factor_log["refreshed"]]
+axes[0].plot(refreshed["step"], np.ones(len(refreshed)), "rv", label="refresh")
+axes[0].axhline(foam.EPS_MAX / foam.EPS0, color="k", ls="--", lw=1)
+axes[0].set(yscale="log", ylabel=r"$\epsilon / \epsilon_0$")
+axes[0].legend(fontsize="small")
+axes[1].plot(factor_log["step"], factor_log["h"], lw=1)
+axes[1].axhline(foam.TAU, color="k", ls="--", lw=1)
+axes[1].set(yscale="log", xlabel="step", ylabel="proxy $h$")
+plt.show()
+print(f"damping relative to the median eigenvalue in use: {factor_log['eps_rel'].median():.1e} (median)")
+
+# %% [markdown]
+# ## Which part of FOAM matters
+
+# %% mystnb={"figure": {"caption": "Final training loss of FOAM and its two ablations, and of stale f = 10 for reference (bars: mean over seeds; error bars: standard deviation).", "name": "foam-ablation"}}
+parts = ["stale f=10", "FOAM", "FOAM w/o adaptive eps", "FOAM w/o refresh"]
+fig, ax = plt.subplots(figsize=(6.5, 3))
+sns.barplot(runs[runs["label"].isin(parts)], y="label", x="final_loss", order=[p for p in parts if p in set(runs["label"])],
+            errorbar="sd", ax=ax)
+ax.set(xlabel="final training mse", ylabel="")
+plt.show()
+
+# %% [markdown]
+# ## The claims
+#
+# Each claim was declared in `chapter.yml` with its threshold before this experiment was run. The
+# value is computed per seed from the runs above, and the verdict compares the mean over seeds with
+# the threshold.
+
+# %%
+values = foam.claim_values(runs, traces)
+for seed, claims in values.items():
+    for claim_id, value in claims.items():
+        ledger.record(claim_id, seed, value)
+ledger.save()
+ledger.table()
+
+# %% [markdown]
+# A verdict judges the mean over seeds; here are the per-seed values behind it.
+
+# %%
+pd.DataFrame(values).round(4)
+
+# %% [markdown]
+# ## What we scaled down, and why the effect should survive it
+#
+# - **Model and data.** A 35,000-parameter autoencoder on 8 x 8 digits instead of ViTs and ResNets on
+#   ImageNet. Deep autoencoders are the classic ill-conditioned problem where Kronecker preconditioners
+#   help, and with minibatches of 4 the factors drift fast, so staleness matters at this size.
+# - **Damping scale.** The damping is absolute, so the paper's values do not transfer; we keep the
+#   paper's ratio $\epsilon_{\max}/\epsilon_0 = 300$ with $\epsilon_0 = 10^{-12}$, tiny against the factors'
+#   spectra (the controller figure reports $\epsilon$ relative to the median eigenvalue).
+# - **Refreshing at every step** is shown only over 200 steps; the `paper` profile runs it in full.
+# - **Timing.** Optimizer seconds are measured on one CPU thread with small matrices, where an
+#   eigendecomposition of a 128 x 128 factor is cheap next to Python overhead; on GPUs with large
+#   factors the eigendecompositions dominate and FOAM's savings weigh more. The counts of
+#   eigendecompositions are the machine-independent measure.
+#
+# ## Reading the verdicts
+#
+# The lines below are generated from the claims table, so they always match this run.
+
+# %%
+for row in ledger.judged():
+    print(f"{row['id']:<26} {row['verdict']:<26} mean {row['mean']:.3g} (declared {row['direction']} "
+          f"{row['threshold']}): {row['statement']}")
+
+# %% [markdown]
+# What the book-profile run (seeds 0, 1 and 2) shows, and why we think so. These bullets were
+# written for that run; at other profiles or seeds, trust the tables above.
+#
+# - **Staleness hurts, steadily (c4 holds).** Refreshing every 10, 30, 50 and 100 steps gives a final
+#   loss that rises at each step of the sweep, and refreshing at every step is best of all over the
+#   first 200 steps. In this small-batch regime the factors drift fast enough for stale roots to cost
+#   accuracy.
+# - **FOAM keeps most of the accuracy with a fraction of the eigendecompositions (c1a, c1b hold).**
+#   Its final loss is within a few percent of refreshing every 10 steps while it uses about a sixth of
+#   the eigendecompositions (and about 2% of refreshing at every step). Against a fixed cadence with a
+#   similar budget it wins clearly: it beats refreshing every 50 steps while using fewer
+#   eigendecompositions (c2 holds).
+# - **Refresh is necessary (c3 holds).** Without refreshes the adaptive damping only makes the stale
+#   roots safer, not right: the loss ends about 2.5 times FOAM's, worse even than Adam's.
+# - **Most of the saving comes from the adaptive damping.** The ablation that keeps the damping at its
+#   floor and refreshes whenever the proxy exceeds $\tau$ reaches FOAM's loss but needs about 2.5 times
+#   its eigendecompositions: with $\epsilon_0 = 10^{-12}$ the proxy is above $\tau$ most of the time
+#   (controller figure), and raising the damping is what lets FOAM wait.
+# - **The wall-clock claim fails (c5).** FOAM's final loss stays a few percent above that of
+#   refreshing every 10 steps on every seed, so it never reaches that target and the ratio is
+#   infinite. Its optimizer does spend about 20% less time in total; but at these sizes an
+#   eigendecomposition is cheap (about a third of the stale optimizer's time goes to `eigh`), and the
+#   time to a given loss is decided by the loss, not by the saved decompositions. The claim would need
+#   large factors, where the decompositions dominate the step.
+# - **Adam** ends well above every Shampoo variant that refreshes, as expected on this ill-conditioned
+#   problem.
+#
+# ## Summary
+#
+# On a small-batch deep autoencoder, stale Shampoo loses accuracy as its refresh period grows, and FOAM
+# recovers nearly the accuracy of frequent refreshes with about a sixth of the eigendecompositions of
+# refreshing every 10 steps, beating a fixed period with a similar budget. Both of FOAM's parts
+# matter: without refreshes the loss is much worse, and without adaptive damping the savings mostly
+# vanish. At this scale the saved eigendecompositions are cheap, so FOAM does not reach the loss of
+# frequent refreshes sooner in wall-clock time.
+#
+# ## Exercises
+#
+# 1. Run FOAM with $\tau \in \{0.5, 1.5\}$ (`foam.Policy("foam", tau=...)` in `foam.ShampooOptimizer`).
+#    How do the eigendecompositions and the final loss move?
+# 2. Re-run with `batch_size = 64` in a profile of your own. Does staleness still hurt, and does FOAM
+#    still help? (The digest's pilot says no: with large batches the factors barely drift.)
+# 3. Claim c5 compares wall-clock time. Which parts of the optimizer step cost time besides `eigh`,
+#    and how would their share change on a GPU with 1,024 x 1,024 factors?
