@@ -118,6 +118,13 @@ drifted = A + 1e-2 * foam.random_psd(rng, 5, rank=1)
 h_small = foam.foam_proxy(Q, d, drifted, eps=1e-1)[0]
 h_tiny = foam.foam_proxy(Q, d, drifted, eps=1e-4)[0]
 assert 0 < h_small < h_tiny  # the same drift is riskier under a smaller damping
+# an independent matrix form: RC = ||L^-1/2 (L_t - L) L^-1/2||_F and alpha = ||L^-1/p||_2 / ||L^-1/p||_F
+eps, p = 1e-3, 2
+stale_half = foam.inverse_root_from_eig(Q, d, eps, 2)  # (L + eps I)^(-1/2) in the stale basis
+rc_matrix = np.linalg.norm(stale_half @ (drifted - (Q * d) @ Q.T) @ stale_half)
+root = foam.inverse_root_from_eig(Q, d, eps, p)
+alpha_matrix = np.linalg.norm(root, 2) / np.linalg.norm(root)
+assert np.allclose(foam.foam_proxy(Q, d, drifted, eps, p), (alpha_matrix * rc_matrix / p, rc_matrix, alpha_matrix))
 
 # %% [markdown]
 # ## 5. The damping controller
@@ -164,11 +171,15 @@ assert [foam.stale_evd_count(1000, f) for f in (1, 10, 50)] == [1000, 101, 21]  
 
 # %%
 steps = {"smoke": 30, "book": 200, "paper": 200}[profile]
+short = {}
 with compute_threads(1):
     for config in ["stale_f10", "stale_f50", "foam", "foam_no_refresh", "adam"]:
-        run = foam.train_autoencoder(config, seed=0, steps=steps, lr=3e-3)
+        run = short[config] = foam.train_autoencoder(config, seed=0, steps=steps, lr=3e-3)
         print(f"{foam.config_label(config):<18} loss {run.final_loss:.4f}, {run.evds:4d} "
               f"eigendecompositions, optimizer {run.optimizer_seconds:.2f} s, model {run.model_seconds:.2f} s")
+assert short["stale_f10"].evds == 12 * foam.stale_evd_count(steps, 10)  # 6 matrices x (L, R)
+assert short["stale_f10"].checks == 0  # the stale baseline never pays for the proxy
+assert short["foam_no_refresh"].evds == 12  # only the first eigendecomposition of each factor
 
 # %% [markdown]
 # ## Exercises
@@ -201,8 +212,9 @@ foam.check_controller_step(controller_step)
 
 # %% [markdown]
 # **Exercise 3 (open).** Meta's Shampoo uses the exponent $1/4$ per factor for matrices ($p = 4$),
-# FOAM's experiments $1/2$. Change `foam.P_ROOT` and re-run the short runs: which policy is most
-# affected, and why does the proxy need the same $p$ as the root?
+# FOAM's experiments $1/2$. On a low-rank factor, compare `foam.damped_inverse_root(A, eps, p)` and
+# `foam.foam_proxy(Q, d, drifted, eps, p)` for $p = 2$ and $p = 4$: which is less sensitive to a
+# stale root, and why must the proxy use the same $p$ as the root?
 #
 # ## Summary
 #

@@ -34,7 +34,8 @@
 # two ablations, FOAM without refresh and FOAM without adaptive damping; plain Adam. Every
 # configuration gets the same learning-rate search, and sees the same initial weights and minibatches
 # for a given seed. Refreshing at every step ($f = 1$) is too slow for the book's budget: it runs
-# only for the first 200 steps.
+# only for the first 200 steps, untuned, with the learning rate chosen for $f = 10$. The claims'
+# thresholds are the ones the paper digest proposed, declared in `chapter.yml` before any run.
 
 # %%
 # Colab set-up: installs the book's package, replib, from its repository (branch main).
@@ -53,7 +54,8 @@ seeds = None  # list of ints; None takes the profile's seeds
 steps = None  # training steps per run
 lr_grid = None  # learning rates searched for every configuration
 tune_steps = None  # steps of each learning-rate trial
-configs = None  # configurations: stale_f<f>, foam, foam_no_refresh, foam_no_adaptive_eps, adam
+configs = None  # configurations: stale_f<f>, foam, foam_f<f>, foam_no_refresh, foam_no_adaptive_eps, adam
+batch_size = None  # minibatch size
 
 # %%
 import matplotlib.pyplot as plt
@@ -66,15 +68,18 @@ from replib.papers import foam
 
 core.set_style()
 cfg = core.configure(foam.EXPERIMENT_PROFILES, profile, seeds=seeds, steps=steps, lr_grid=lr_grid,
-                     tune_steps=tune_steps, configs=configs)
+                     tune_steps=tune_steps, configs=configs, batch_size=batch_size)
 ledger = core.Ledger("foam", cfg.profile, cfg.seeds, parameters=vars(cfg))
 cfg
 
 # %% [markdown]
 # ## The same learning-rate search for everyone, then the runs
 #
-# Each configuration trains with every learning rate of the grid for the same number of steps on a
-# tuning seed that is not an evaluation seed, and keeps the one with the lowest final loss.
+# Each configuration trains with every learning rate of the grid for the same number of steps (half
+# a run) on a tuning seed that is not an evaluation seed, and keeps the one with the lowest final loss.
+# Two choices were made after a first look: 500 rather than 300 tuning steps (300 favoured a too-large
+# rate for stale $f = 100$), and the grid's lowest rate $3 \times 10^{-4}$ (Adam had picked the lowest
+# rate of the first grid). Neither changed the rates of the configurations in the claims.
 
 # %%
 rows, traces = foam.run_experiment(cfg, progress=core.progress)
@@ -83,23 +88,28 @@ curves = pd.DataFrame(traces["curves"])
 pd.Series(traces["lr"], name="learning rate").to_frame().T
 
 # %%
-summary = runs.groupby("label", sort=False)[["final_loss", "evds", "optimizer_seconds", "eigh_seconds",
-                                             "model_seconds"]].mean()
+summary = runs.groupby("label", sort=False)[["final_loss", "evds", "evds_L", "evds_R", "optimizer_seconds",
+                                             "eigh_seconds", "model_seconds"]].mean()
 summary.round(4)
 
 # %% [markdown]
-# Means over seeds: final full-batch MSE, eigendecompositions, and seconds spent in the optimizer
-# (of which inside `eigh`) and in the model's forward and backward passes.
+# Means over seeds: final full-batch MSE, eigendecompositions (in all, and of the left and right
+# factors), and seconds spent in the optimizer (of which inside `eigh`) and in the model's forward
+# and backward passes.
 
 # %% mystnb={"figure": {"caption": "Full-batch training loss (mean over seeds) against the step (left) and against the cumulative seconds spent in the optimizer (right), per configuration.", "name": "foam-loss"}}
 curves["label"] = curves["config"].map(foam.config_label)
 mean_curves = curves.groupby(["label", "step"], sort=False)[["loss", "optimizer_seconds"]].mean().reset_index()
+mean_curves["family"] = np.where(mean_curves["label"].str.startswith("FOAM"), "foam", "other")
 fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
-sns.lineplot(mean_curves, x="step", y="loss", hue="label", ax=axes[0], lw=1.5)
-sns.lineplot(mean_curves, x="optimizer_seconds", y="loss", hue="label", ax=axes[1], lw=1.5, legend=False)
+style = dict(hue="label", style="family", palette="tab10", lw=1.5)
+sns.lineplot(mean_curves, x="step", y="loss", ax=axes[0], **style)
+sns.lineplot(mean_curves, x="optimizer_seconds", y="loss", ax=axes[1], legend=False, **style)
 axes[0].set(yscale="log", xlabel="step", ylabel="training mse")
 axes[1].set(xlabel="optimizer seconds")
-axes[0].legend(title="", fontsize="small")
+handles, labels = axes[0].get_legend_handles_labels()
+keep = [i for i, label in enumerate(labels) if label not in ("label", "family", "foam", "other")]
+axes[0].legend([handles[i] for i in keep], [labels[i] for i in keep], title="", fontsize="small")
 plt.show()
 
 # %% [markdown]
@@ -155,10 +165,13 @@ print(f"damping relative to the median eigenvalue in use: {factor_log['eps_rel']
 # ## Which part of FOAM matters
 
 # %% mystnb={"figure": {"caption": "Final training loss of FOAM and its two ablations, and of stale f = 10 for reference (bars: mean over seeds; error bars: standard deviation).", "name": "foam-ablation"}}
-parts = ["stale f=10", "FOAM", "FOAM w/o adaptive eps", "FOAM w/o refresh"]
+parts = [p for p in ["stale f=10", "FOAM", "FOAM w/o adaptive eps", "FOAM w/o refresh"] if p in set(runs["label"])]
 fig, ax = plt.subplots(figsize=(6.5, 3))
-sns.barplot(runs[runs["label"].isin(parts)], y="label", x="final_loss", order=[p for p in parts if p in set(runs["label"])],
-            errorbar="sd", ax=ax)
+sns.barplot(runs[runs["label"].isin(parts)], y="label", x="final_loss", order=parts, errorbar="sd", ax=ax)
+for i, label in enumerate(parts):
+    evds = runs.loc[runs["label"] == label, "evds"].mean()
+    ax.annotate(f"{evds:.0f} eigendecompositions", (0, i), xytext=(4, 0), textcoords="offset points",
+                va="center", color="white", fontsize="small")
 ax.set(xlabel="final training mse", ylabel="")
 plt.show()
 
@@ -178,10 +191,25 @@ ledger.save()
 ledger.table()
 
 # %% [markdown]
-# A verdict judges the mean over seeds; here are the per-seed values behind it.
+# A verdict judges the mean over seeds; here are the per-seed values behind it. Claim c5 divides by
+# stale $f = 10$'s *total* optimizer time, as declared.
 
 # %%
 pd.DataFrame(values).round(4)
+
+# %% [markdown]
+# Claim c5's target is stale $f = 10$'s own final loss. For the record (not a declared claim), the
+# optimizer seconds each configuration needs to come within 7% of that loss, the tolerance of c1a:
+
+# %%
+target_time = {}
+for seed in cfg.seeds:
+    by_config = curves[curves["seed"] == seed]
+    target = 1.07 * runs[(runs["seed"] == seed) & (runs["config"] == "stale_f10")]["final_loss"].iloc[0]
+    for config in ["stale_f10", "foam"]:
+        target_time[(seed, config)] = foam.time_to_loss(
+            by_config[by_config["config"] == config].to_dict("records"), target)
+pd.Series(target_time).unstack().rename(columns=foam.config_label).round(3)
 
 # %% [markdown]
 # ## What we scaled down, and why the effect should survive it
@@ -222,16 +250,17 @@ for row in ledger.judged():
 #   eigendecompositions (c2 holds).
 # - **Refresh is necessary (c3 holds).** Without refreshes the adaptive damping only makes the stale
 #   roots safer, not right: the loss ends about 2.5 times FOAM's, worse even than Adam's.
-# - **Most of the saving comes from the adaptive damping.** The ablation that keeps the damping at its
-#   floor and refreshes whenever the proxy exceeds $\tau$ reaches FOAM's loss but needs about 2.5 times
-#   its eigendecompositions: with $\epsilon_0 = 10^{-12}$ the proxy is above $\tau$ most of the time
-#   (controller figure), and raising the damping is what lets FOAM wait.
-# - **The wall-clock claim fails (c5).** FOAM's final loss stays a few percent above that of
-#   refreshing every 10 steps on every seed, so it never reaches that target and the ratio is
-#   infinite. Its optimizer does spend about 20% less time in total; but at these sizes an
-#   eigendecomposition is cheap (about a third of the stale optimizer's time goes to `eigh`), and the
-#   time to a given loss is decided by the loss, not by the saved decompositions. The claim would need
-#   large factors, where the decompositions dominate the step.
+# - **Both parts of FOAM save eigendecompositions.** Refreshing only when the proxy exceeds $\tau$, with
+#   the damping kept at its floor (the first ablation), already saves about 60% of the
+#   eigendecompositions of refreshing every 10 steps at the same loss. Adaptive damping cuts them by a
+#   further factor of about 2.5, for a few percent more loss: raising $\epsilon$ is what lets FOAM wait
+#   while the proxy is above $\tau$, which with $\epsilon_0 = 10^{-12}$ is most of the time (controller
+#   figure).
+# - **The wall-clock claim fails (c5).** It fails because of the loss, not the clock: FOAM's final loss
+#   stays a few percent above that of refreshing every 10 steps on every seed (c1a), so it never
+#   reaches that target and the ratio is infinite. Its optimizer does spend about 20% less time in
+#   total, and it comes within 7% of that target (the table above) about 10% sooner; the gain is small
+#   because at these sizes an eigendecomposition is cheap, about a third of the stale optimizer's time.
 # - **Adam** ends well above every Shampoo variant that refreshes, as expected on this ill-conditioned
 #   problem.
 #
@@ -240,15 +269,16 @@ for row in ledger.judged():
 # On a small-batch deep autoencoder, stale Shampoo loses accuracy as its refresh period grows, and FOAM
 # recovers nearly the accuracy of frequent refreshes with about a sixth of the eigendecompositions of
 # refreshing every 10 steps, beating a fixed period with a similar budget. Both of FOAM's parts
-# matter: without refreshes the loss is much worse, and without adaptive damping the savings mostly
-# vanish. At this scale the saved eigendecompositions are cheap, so FOAM does not reach the loss of
-# frequent refreshes sooner in wall-clock time.
+# matter: without refreshes the loss is much worse; refreshing on the proxy alone saves most
+# eigendecompositions at no loss, and adaptive damping saves another factor of 2.5 for a few percent
+# of loss. Because FOAM ends slightly above the loss of frequent refreshes, it never reaches that loss,
+# and the wall-clock claim fails.
 #
 # ## Exercises
 #
-# 1. Run FOAM with $\tau \in \{0.5, 1.5\}$ (`foam.Policy("foam", tau=...)` in `foam.ShampooOptimizer`).
-#    How do the eigendecompositions and the final loss move?
-# 2. Re-run with `batch_size = 64` in a profile of your own. Does staleness still hurt, and does FOAM
-#    still help? (The digest's pilot says no: with large batches the factors barely drift.)
+# 1. Run FOAM with checks every 5 and every 20 steps (`configs = ["stale_f10", "foam_f5", "foam",
+#    "foam_f20"]`). How do the eigendecompositions and the final loss move?
+# 2. Re-run with `batch_size = 64`. Does staleness still hurt, and does FOAM still help? (The digest's
+#    pilot says no: with large batches the factors barely drift.)
 # 3. Claim c5 compares wall-clock time. Which parts of the optimizer step cost time besides `eigh`,
 #    and how would their share change on a GPU with 1,024 x 1,024 factors?
