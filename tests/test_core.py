@@ -129,3 +129,12 @@ def test_compute_threads_sets_and_restores():
     with compute_threads(1):
         assert torch.get_num_threads() == 1 and torch.are_deterministic_algorithms_enabled()
     assert torch.get_num_threads() == before
+
+
+def test_ledger_records_all_and_reports(capsys):
+    ledger = Ledger("bidprice_routing", "book", seeds=[0, 1])
+    ledger.record_all({0: {"c1a_mean_e2e": 0.7}, 1: {"c1a_mean_e2e": 0.9}})
+    ledger.report()
+    out = capsys.readouterr().out.splitlines()
+    line = next(text for text in out if text.startswith("c1a_mean_e2e"))
+    assert "holds" in line and "mean 0.8" in line and "<= 0.85" in line

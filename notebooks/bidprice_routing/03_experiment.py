@@ -170,9 +170,8 @@ plt.show()
 # seed), and the verdict compares the mean over seeds with the threshold.
 
 # %%
-for seed, values in bp.claim_values(runs).items():
-    for claim_id, value in values.items():
-        ledger.record(claim_id, seed, value)
+values = bp.claim_values(runs)
+ledger.record_all(values)
 ledger.save()
 ledger.table()
 
@@ -180,7 +179,7 @@ ledger.table()
 # A verdict judges the mean over seeds; here are the per-seed values behind it.
 
 # %%
-pd.DataFrame(bp.claim_values(runs)).round(3)
+pd.DataFrame(values).round(3)
 
 # %% [markdown]
 # The router's decision time is measured in wall-clock milliseconds per scheduling epoch, in numpy on
@@ -220,12 +219,11 @@ runs.groupby("variant", sort=False)["ms_per_epoch"].mean().dropna().round(2).to_
 # The sentences below are generated from the claims table, so they always match this run.
 
 # %%
-for row in ledger.judged():
-    print(f"{row['id']:<18} {row['verdict']:<26} mean {row['mean']:.3g} (declared {row['direction']} "
-          f"{row['threshold']}): {row['statement']}")
+ledger.report()
 
 # %% [markdown]
-# What the book-profile run (seeds 0, 1 and 2) shows, and why we think so:
+# What the book-profile run (seeds 0, 1 and 2) shows, and why we think so. These bullets were
+# written for that run; at other profiles or seeds, trust the tables above.
 #
 # - **The headline direction holds on the means.** Mean end-to-end latency and mean TTFT fall well
 #   below the best heuristic's (c1a, c2a), and the mean E2E gain survives $\pm 20\%$ noise in the

@@ -184,9 +184,7 @@ plt.show()
 
 # %%
 values = foam.claim_values(runs, traces)
-for seed, claims in values.items():
-    for claim_id, value in claims.items():
-        ledger.record(claim_id, seed, value)
+ledger.record_all(values)
 ledger.save()
 ledger.table()
 
@@ -231,9 +229,7 @@ pd.Series(target_time).unstack().rename(columns=foam.config_label).round(3)
 # The lines below are generated from the claims table, so they always match this run.
 
 # %%
-for row in ledger.judged():
-    print(f"{row['id']:<26} {row['verdict']:<26} mean {row['mean']:.3g} (declared {row['direction']} "
-          f"{row['threshold']}): {row['statement']}")
+ledger.report()
 
 # %% [markdown]
 # What the book-profile run (seeds 0, 1 and 2) shows, and why we think so. These bullets were

@@ -206,9 +206,7 @@ print(f"edge-dominated instances: mean gap {edge_dominated['mean_gap']:.4f}, wor
 
 # %%
 values = mw.claim_values(runs, guarantee, selection_s)
-for seed, claims in values.items():
-    for claim_id, value in claims.items():
-        ledger.record(claim_id, seed, value)
+ledger.record_all(values)
 ledger.save()
 ledger.table()
 
@@ -242,9 +240,7 @@ pd.DataFrame(values).round(3)
 # The lines below are generated from the claims table, so they always match this run.
 
 # %%
-for row in ledger.judged():
-    print(f"{row['id']:<28} {row['verdict']:<26} mean {row['mean']:.3g} (declared {row['direction']} "
-          f"{row['threshold']}): {row['statement']}")
+ledger.report()
 
 # %% [markdown]
 # What the book-profile run (seeds 0, 1 and 2) shows, and why we think so. These bullets were

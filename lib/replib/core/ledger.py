@@ -97,6 +97,18 @@ class Ledger:
             raise ValueError(f"seed {seed} is not one of this run's seeds {self.seeds}")
         self.values[claim_id][seed] = float(value)
 
+    def record_all(self, values: dict) -> None:
+        """Record ``{seed: {claim_id: value}}``, e.g. what a chapter's ``claim_values`` returns."""
+        for seed, claims in values.items():
+            for claim_id, value in claims.items():
+                self.record(claim_id, seed, value)
+
+    def report(self) -> None:
+        """Print one line per claim: verdict, mean over seeds, declared threshold, statement."""
+        for row in self.judged():
+            print(f"{row['id']:<28} {row['verdict']:<26} mean {row['mean']:.3g} "
+                  f"(declared {row['direction']} {row['threshold']}): {row['statement']}")
+
     def judged(self) -> list[dict]:
         """Every declared claim with its per-seed values, mean, sd and verdict."""
         rows = []
