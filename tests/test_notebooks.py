@@ -103,3 +103,17 @@ def test_sync_rewrites_the_colab_cell(tmp_path):
     assert write_setup_cells([stale]) == [stale]
     assert code_cells(jupytext.read(stale))[0].source.strip() == setup_cell_source().strip()
     assert write_setup_cells([stale]) == []  # already current: nothing to do
+
+
+def test_student_copies_blank_every_answer_and_keep_the_graders(tmp_path):
+    from replib.core.student import blank_solution, write_student_notebooks
+
+    stub = blank_solution('def f(x, y):\n    """Add."""\n    return x + y\n')
+    assert stub.startswith("def f(x, y):") and "NotImplementedError" in stub and "return" not in stub
+    for slug in CHAPTERS:
+        written = write_student_notebooks(ROOT / "notebooks" / slug, tmp_path / slug)
+        nb = jupytext.read(written[1])  # 02_implementation: where the graded exercises are
+        answers = [c for c in code_cells(nb) if "solution" in c.metadata.get("tags", [])]
+        assert len(answers) >= 2, f"{slug}: at least two graded exercises"
+        assert all("NotImplementedError" in c.source for c in answers)
+        assert sum("check_" in c.source for c in code_cells(nb)) >= 2

@@ -4,6 +4,7 @@
     replib scoreboard | replib check | replib list
     replib book | replib smoke          (what `make book` and `make test` call)
     replib sync                         (after editing a notebook's .py: Colab cell and .ipynb twin)
+    replib student foam --out handout   (notebooks with the exercise answers replaced by stubs)
 """
 
 from __future__ import annotations
@@ -211,6 +212,19 @@ def cmd_sync(args) -> int:
     return 0
 
 
+def cmd_student(args) -> int:
+    """Write student copies of a chapter's notebooks: exercise answers replaced by stubs."""
+    from .core.student import write_student_notebooks
+
+    try:
+        slug = check_slug(args.chapter)
+    except ValueError as err:
+        raise UsageError(str(err)) from err
+    for path in write_student_notebooks(require_repo_root() / "notebooks" / slug, Path(args.out) / slug):
+        print(path)
+    return 0
+
+
 def cmd_book(args) -> int:
     from .book import build_book
 
@@ -248,6 +262,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("smoke", help="nbmake every notebook at smoke, then build the book").set_defaults(func=cmd_smoke)
     sub.add_parser("sync", help="regenerate Colab cells and .ipynb twins from the .py notebooks").set_defaults(
         func=cmd_sync)
+    student = sub.add_parser("student", help="student copies of a chapter: exercise answers replaced by stubs")
+    student.add_argument("chapter")
+    student.add_argument("--out", default="runs/student", help="output folder (default runs/student)")
+    student.set_defaults(func=cmd_student)
     return parser
 
 

@@ -235,7 +235,7 @@ summary.round(1)
 # length `o_hat`, start `tau` and horizon `T`, return the array of KV tokens over
 # $K_{j\tau}$. The grader compares it with the library on several cases.
 
-# %% tags=["hide-input"]
+# %% tags=["solution", "hide-input"]
 def kv_ramp(s, o_hat, tau, T):
     last = min(T, tau + o_hat - 1)
     return np.array([s + (k - tau) + 1 for k in range(tau, last + 1)])
@@ -249,7 +249,7 @@ bp.check_kv_ramp(kv_ramp)
 # knapsack of the theory notebook): given the price `p`, the item's size `a`, whether it was
 # accepted `x` (0 or 1), the capacity per item `d` and the step size `eta`, return the next price.
 
-# %% tags=["hide-input"]
+# %% tags=["solution", "hide-input"]
 def price_step(p, a, x, d, eta):
     return max(0.0, p + eta * (a * x - d))
 

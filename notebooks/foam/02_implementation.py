@@ -187,7 +187,7 @@ assert short["foam_no_refresh"].evds == 12  # only the first eigendecomposition 
 # **Exercise 1.** Write the damped inverse root `damped_inverse_root(A, eps, p)` $= (A + \epsilon I)^{-1/p}$
 # of a symmetric positive semi-definite matrix, by eigendecomposition.
 
-# %% tags=["hide-input"]
+# %% tags=["solution", "hide-input"]
 def damped_inverse_root(A, eps, p):
     d, Q = np.linalg.eigh(A)
     d = np.maximum(d, 0.0)
@@ -201,7 +201,7 @@ foam.check_damped_inverse_root(damped_inverse_root)
 # **Exercise 2.** Write FOAM's controller step `controller_step(eps, h, eps0, eps_max, tau)`, returning
 # the next damping and whether the factor must be refreshed.
 
-# %% tags=["hide-input"]
+# %% tags=["solution", "hide-input"]
 def controller_step(eps, h, eps0, eps_max, tau):
     proposed = max(eps0, eps * h / tau)
     return (eps0, True) if proposed > eps_max else (proposed, False)

@@ -210,7 +210,7 @@ for name, S in subsets.items():
 #
 # **Exercise 1.** Write the redundancy weight $g(D) = \sigma(D) - 1$ for an array of distances.
 
-# %% tags=["hide-input"]
+# %% tags=["solution", "hide-input"]
 def redundancy_weight(D):
     return 1.0 / (1.0 + np.exp(-np.asarray(D, dtype=float))) - 1.0
 
@@ -222,7 +222,7 @@ mw.check_redundancy_weight(redundancy_weight)
 # **Exercise 2.** Write the marginal gain of Eq. 7: `marginal_gain(x, S, w, A)` for a sample `x`, a
 # list `S` of kept samples, node weights `w` and a dense matrix of edge weights `A`.
 
-# %% tags=["hide-input"]
+# %% tags=["solution", "hide-input"]
 def marginal_gain(x, S, w, A):
     return w[x] + sum(A[x, j] for j in S if j != x)
 
