@@ -30,14 +30,14 @@ from torch.nn import functional as F
 __all__ = ["ACTIVATIONS", "MLP", "train_classifier", "embed", "predict_proba", "accuracy"]
 
 
-ACTIVATIONS = {"relu": F.relu, "tanh": torch.tanh}
+ACTIVATIONS = {"relu": F.relu, "tanh": torch.tanh, "silu": F.silu}
 
 
 class MLP(nn.Module):
     """Fully connected network ``sizes = [d_in, h_1, ..., h_k, n_classes]`` with an activation after
     every hidden layer (none after the output layer, which returns logits).
 
-    ``activation`` is ``"relu"`` (default) or ``"tanh"``; ``linear_hidden`` lists 0-based indices of
+    ``activation`` is ``"relu"`` (default), ``"tanh"`` or ``"silu"``; ``linear_hidden`` lists 0-based indices of
     hidden layers left linear (no activation), e.g. ``MLP([64, 128, 64, 16, 64, 128, 64],
     activation="tanh", linear_hidden=[2])`` is a deep autoencoder with a linear 16-d bottleneck.
     The defaults give exactly the original ReLU network (same weights, same outputs).

@@ -1,0 +1,235 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Likelihood matching for diffusion: experiment
+#
+# **Learning goals.** After this notebook you can
+#
+# 1. say which of the (reconstructed) claims of likelihood matching hold on a 2-D mixture whose score
+#    and Hessian are known exactly, and by how much;
+# 2. separate what the matched covariance buys at few sampling steps from what it buys at many;
+# 3. check a learned Hessian against the analytic one.
+#
+# **Setting.** Six elongated Gaussian components on a ring (variances 0.3 along the ring, 0.01
+# across it). Each method trains the same network trunk (3 x 64, SiLU, a sinusoidal time embedding)
+# for 1,500 Adam steps on fresh batches of 256, with the same stream of data, times and noise for a
+# given seed; then it samples 4,000 points with $N \in \{5, 10, 20, 50, 200\}$ steps, compared with 4,000
+# fresh target points (sliced Wasserstein-2, 64 fixed projections), and its NLL bound is computed on
+# 2,000 held-out points with identical code for every method.
+#
+# **Methods.** LM: likelihood matching (score and a rank-1 plus diagonal covariance; sampler with the
+# matched covariance). B1 and B2: denoising score matching with the DDPM sampler and reverse variance
+# $\beta_k$ (B1) or $\tilde\beta_k$ (B2), one network for both. B3: LM with $C = I$ (mean only). B4: LM with a
+# diagonal covariance. The paper's own results were not available; the claims and thresholds are the
+# paper digest's proposals, declared before this experiment ran.
+
+# %%
+# Colab set-up: installs the book's package, replib, from its repository (branch main).
+# Anywhere else (a local clone, the book build, CI) this cell does nothing.
+import sys
+
+if "google.colab" in sys.modules:
+    import subprocess
+
+    package = "replib @ git+https://github.com/icml2026-replications/replib-book.git@main"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", package], check=True)
+
+# %% tags=["parameters"]
+profile = None  # "smoke", "book" or "paper"; None reads $REPLIB_PROFILE, else "book"
+seeds = None  # list of ints; None takes the profile's seeds
+train_steps = None  # Adam steps per network
+n_samples = None  # samples per method and number of steps (and fresh target samples)
+n_steps_grid = None  # numbers of sampling steps N
+methods = None  # subset of LM, B1, B2, B3, B4
+
+# %%
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+
+from replib import core
+from replib.papers import likelihood_matching as lm
+
+core.set_style()
+cfg = core.configure(lm.EXPERIMENT_PROFILES, profile, seeds=seeds, train_steps=train_steps,
+                     n_samples=n_samples, n_steps_grid=n_steps_grid, methods=methods)
+ledger = core.Ledger("likelihood_matching", cfg.profile, cfg.seeds, parameters=vars(cfg))
+cfg
+
+# %% [markdown]
+# ## Training and sampling every method
+
+# %%
+rows, extras = lm.run_experiment(cfg, progress=core.progress)
+runs = pd.DataFrame(rows)
+sampling = runs[runs["kind"] == "sampling"].assign(label=lambda d: d["method"].map(lm.METHOD_LABELS))
+hessian = runs[runs["kind"] == "hessian"].assign(label=lambda d: d["method"].map(lm.METHOD_LABELS))
+sampling.pivot_table(index="label", columns="n_steps", values="sw2", aggfunc="mean").round(3)
+
+# %% [markdown]
+# Sliced Wasserstein-2 distance to the target (mean over seeds; lower is better) per method (rows)
+# and number of sampling steps (columns). For reference, two independent target samples of this size
+# are about 0.02 to 0.03 apart.
+
+# %% mystnb={"figure": {"caption": "Samples (first seed) of each method (rows) with N sampling steps (columns), over a fresh target sample in grey.", "name": "lm-samples"}}
+shown_methods = [m for m in ["LM", "B1", "B2", "B3"] if m in cfg.methods]
+shown_steps = [n for n in [5, 10, 50, 200] if n in cfg.n_steps_grid]
+fig, axes = plt.subplots(len(shown_methods), len(shown_steps), figsize=(2.6 * len(shown_steps), 2.5 * len(shown_methods)),
+                         sharex=True, sharey=True, squeeze=False)
+for i, method in enumerate(shown_methods):
+    for j, n in enumerate(shown_steps):
+        ax = axes[i, j]
+        ax.scatter(*extras["target"][:1500].T, s=1, color="0.8")
+        ax.scatter(*extras["samples"][(method, n)][:1500].T, s=1, color=f"C{i}")
+        ax.set(xlim=(-3.5, 3.5), ylim=(-3.5, 3.5), xticks=[], yticks=[],
+               xlabel=f"n = {n}" if i == len(shown_methods) - 1 else "", ylabel=method if j == 0 else "")
+plt.show()
+
+# %% mystnb={"figure": {"caption": "Sliced Wasserstein-2 distance (left) and NLL bound in nats per dimension (right) against the number of sampling steps; mean over seeds, band: standard deviation.", "name": "lm-steps"}}
+fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+sns.lineplot(sampling, x="n_steps", y="sw2", hue="label", marker="o", errorbar="sd", ax=axes[0])
+sns.lineplot(sampling, x="n_steps", y="nll", hue="label", marker="o", errorbar="sd", ax=axes[1], legend=False)
+axes[0].set(xscale="log", yscale="log", xlabel="sampling steps $n$", ylabel="sliced w2 to target")
+axes[1].set(xscale="log", xlabel="sampling steps $n$", ylabel="nll bound (nats/dim)")
+axes[0].legend(title="", fontsize="small")
+plt.show()
+
+# %% [markdown]
+# The NLL bounds, mean over seeds (lower is better):
+
+# %%
+sampling.pivot_table(index="label", columns="n_steps", values="nll", aggfunc="mean").round(3)
+
+# %% [markdown]
+# ## The learned covariance
+
+# %% mystnb={"figure": {"caption": "Reverse-transition covariances for one step of N = 10 at a few points x_t (first seed): the true one from the analytic Hessian (black), LM's (blue) and the isotropic ones of B1 (orange) and B2 (green), as 2-sigma ellipses around the true mean.", "name": "lm-ellipses"}}
+def ellipse(cov, n=100):
+    evals, evecs = np.linalg.eigh(cov)
+    angle = np.linspace(0, 2 * np.pi, n)
+    return (evecs * 2 * np.sqrt(np.maximum(evals, 0))) @ np.stack([np.cos(angle), np.sin(angle)])
+
+
+fig, ax = plt.subplots(figsize=(5.5, 5.5))
+for e in extras["ellipses"]:
+    for key, color in [("cov_true", "k"), ("cov_lm", "C0"), ("cov_b1", "C1"), ("cov_b2", "C2")]:
+        xy = ellipse(e[key])
+        ax.plot(e["mean_true"][0] + xy[0], e["mean_true"][1] + xy[1], color=color, lw=1.5 if key == "cov_true" else 1)
+ax.scatter(*extras["target"][:1500].T, s=1, color="0.85")
+ax.set(aspect="equal", xlabel="x1", ylabel="x2")
+plt.show()
+
+# %% mystnb={"figure": {"caption": "Relative Frobenius error of the learned Hessian of log p_t against the analytic one, per diffusion time t (mean over seeds and test points; band: standard deviation over seeds), for the two methods that learn a covariance.", "name": "lm-hessian"}}
+learned = hessian[hessian["method"].isin(["LM", "B4"])]
+fig, ax = plt.subplots(figsize=(6, 3.4))
+sns.lineplot(learned, x="t", y="rel_error", hue="label", marker="o", errorbar="sd", ax=ax)
+ax.set(xlabel="diffusion time $t$", ylabel="relative hessian error")
+ax.legend(title="", fontsize="small")
+plt.show()
+
+# %% [markdown]
+# How well each network learned the score itself: mean squared error of $s_\theta$ against the analytic
+# score, per diffusion time (mean over seeds and test points). B1 and B2 share the DSM network.
+
+# %%
+hessian.pivot_table(index="label", columns="t", values="score_mse", aggfunc="mean").round(3)
+
+# %% [markdown]
+# ## The claims
+#
+# Each claim was declared in `chapter.yml` with its threshold before this experiment was run. The
+# value is computed per seed from the runs above, and the verdict compares the mean over seeds with
+# the threshold.
+
+# %%
+values = lm.claim_values(runs)
+ledger.record_all(values)
+ledger.save()
+ledger.table()
+
+# %% [markdown]
+# A verdict judges the mean over seeds; here are the per-seed values behind it.
+
+# %%
+pd.DataFrame(values).round(3)
+
+# %% [markdown]
+# ## What we scaled down, and why the effect should survive it
+#
+# - **The paper itself.** Its method section, hyperparameters and results were not available. The
+#   loss, the covariance parameterisation, the schedule and the sampler are reconstructions from exact
+#   identities and the abstract; a verdict here tests this reconstruction, not the authors' code.
+# - **Data.** A 2-D mixture instead of images: small enough to know the score and Hessian exactly,
+#   and anisotropic enough that an isotropic reverse variance is wrong. The optional 8-dimensional
+#   digits variant of the digest is not run.
+# - **Training budget.** 1,500 steps of a 3 x 64 network per method: every method gets the same
+#   budget, but none is trained to convergence, which matters for claim c3 (a residual difference at
+#   many steps can come from training rather than from the sampler).
+#
+# ## Reading the verdicts
+#
+# The lines below are generated from the claims table, so they always match this run.
+
+# %%
+ledger.report()
+
+# %% [markdown]
+# What the book-profile run (seeds 0, 1 and 2) shows, and why we think so. These bullets were
+# written for that run; at other profiles or seeds, trust the tables above.
+#
+# - **No claim holds in our reconstruction.** LM's samples fill the inside of the ring at every number
+#   of steps (sample grid), its sliced Wasserstein distance stalls at about twice that of the DDPM
+#   baselines, and at 10 steps it is worse than both (c1 fails); its NLL bound at 20 steps is not below
+#   that of score matching with $\beta_k$ (c2 fails); at 200 steps it stays far *worse* than B2, the
+#   falsifying direction of c3 that points to a training effect rather than a sampling one; and its
+#   Hessian error at $t = 0.3$ is just above the declared 0.35 (c4 fails narrowly).
+# - **The covariance is learned; the score is not, at small $t$.** The ellipse figure shows LM's
+#   reverse covariances close to the true ones at $t = 0.3$, where its Hessian error is moderate
+#   (Hessian figure); it grows at smaller $t$. But the score table shows LM's score error at small $t$ several times that of the
+#   DSM network and of the mean-only ablation B3, which uses the same likelihood-weighted loss with
+#   $C = I$. So it is not the likelihood weighting that hurts, but learning the covariance jointly, in
+#   the same trunk: at small $t$ the covariance terms of $L^{RB}$ are large (the Hessian of a nearly
+#   degenerate mixture, with variance 0.01 across the ring, is about $-100$) and their gradients crowd
+#   out the score's. Sampling with LM's score and any of the isotropic variances gives the same poor
+#   samples (checked while writing the chapter), so the sampler is not the cause.
+# - **Where the covariance helps.** At 5 steps LM beats B1 and B2 on the sliced distance, and its NLL
+#   bound is the lowest of all methods at 5 and 10 steps: with very few steps the matched covariance
+#   pays off despite the worse score. B3 (mean only, $C = I$) shows what a wrong covariance costs:
+#   its NLL bound at few steps is far worse than every other method's.
+# - **Sensitivity.** While building the chapter, earlier runs with a tanh and then a ReLU trunk (the
+#   digest asks for SiLU, which we kept) gave different numbers, with LM's gap at 200 steps much
+#   smaller under ReLU. At this budget (1,500 steps of a 3 x 64 network) the verdicts depend on such
+#   choices; the paper's own architecture and training recipe were not available. Longer training
+#   (exercise 1) or separate networks for the score and the covariance are the first things to try.
+#
+# ## Summary
+#
+# We rebuilt likelihood matching from the abstract and exact identities: a loss that learns the score
+# and the Hessian of $\log p_t$ together, and a sampler that draws each step from the matched Gaussian.
+# On a 2-D mixture with known score and Hessian, the reconstruction learns the covariance but learns
+# the score worse than plain denoising score matching at small diffusion times, so its samples are
+# worse at all but the fewest steps, and none of the four declared claims holds. The matched
+# covariance does help with very few steps, in sample quality and in likelihood. Whether the paper's
+# own recipe avoids the score degradation cannot be checked without its method section.
+#
+# ## Exercises
+#
+# 1. Re-run with `train_steps = 4000`. Does the gap between LM and B2 at 200 steps (claim c3) shrink,
+#    as it should if it is a training effect?
+# 2. Which component of the ring has the worst Hessian error, and why? (Look at where the elongated
+#    components overlap after noising.)
+# 3. Compare B3 (mean only) and B1 at 20 steps: the two differ only in their reverse variance. Why
+#    is B3's NLL bound so much worse with few steps?
