@@ -317,3 +317,21 @@ def test_graders_accept_reference_and_reject_wrong():
     with pytest.raises(AssertionError):
         # forgets the square root
         lm.check_sliced_w2(lambda X, Y, V: lm.sliced_w2(X, Y, directions=V) ** 2)
+
+
+def test_decoupled_objective_has_the_same_value_and_split_gradients():
+    net = lm.LMNet(seed=0)
+    gen = torch.Generator().manual_seed(0)
+    x0 = torch.as_tensor(lm.sample_mixture(lm.ring_mixture(), 64, np.random.default_rng(0))).float()
+    t = torch.rand(64, generator=gen) * 0.9 + 0.1
+    s = (t - 0.05).clamp_min(0)
+    eps = torch.randn(64, 2, generator=gen)
+    full = lm.training_loss(net, x0, t, s, eps, "lm")
+    split = lm.training_loss(net, x0, t, s, eps, "lm_sg")
+    assert torch.isclose(full, split, rtol=1e-5)
+    grads = {}
+    for objective in ("lm", "lm_sg"):
+        net.zero_grad()
+        lm.training_loss(net, x0, t, s, eps, objective).backward()
+        grads[objective] = [p.grad.clone() for p in net.parameters()]
+    assert any(not torch.allclose(a, b) for a, b in zip(grads["lm"], grads["lm_sg"]))

@@ -104,16 +104,17 @@ __all__ = [
 ]
 
 BETA_MIN, BETA_MAX = 0.1, 20.0
-METHODS = ["LM", "B1", "B2", "B3", "B4"]
+METHODS = ["LM", "B1", "B2", "B3", "B4", "LMsg"]
 METHOD_LABELS = {
     "LM": "LM (score + Hessian)",
     "B1": "DSM + DDPM, beta_k",
     "B2": "DSM + DDPM, beta-tilde_k",
     "B3": "LM mean only (C = I)",
     "B4": "LM diagonal (r = 0)",
+    "LMsg": "LM, decoupled gradients (ours)",
 }
 #: which trained network each method uses
-OBJECTIVE_OF = {"LM": "lm", "B1": "dsm", "B2": "dsm", "B3": "lm_mean", "B4": "lm_diag"}
+OBJECTIVE_OF = {"LM": "lm", "B1": "dsm", "B2": "dsm", "B3": "lm_mean", "B4": "lm_diag", "LMsg": "lm_sg"}
 JITTER = 1e-5
 SW2_SEED = 12345
 
@@ -306,7 +307,7 @@ def covariance_factors(lam, L, t, s):
 
 class LMNet(nn.Module):
     """Shared trunk + heads (digest "Models"; section 5): ``MLP([d + 16, 64, 64, 64, 2 d + d r],
-    relu)`` on (x_t, sinusoidal embedding of t). Heads (slices of the last layer): eps (d; score
+    silu)`` on (x_t, sinusoidal embedding of t). Heads (slices of the last layer): eps (d; score
     s = -eps / sqrt(1 - alpha_bar_t)), log-diagonal lambda (d) and low-rank factor L (d x r) of
     Sigma_theta ~ Cov[X_0 | x_t], scaled by the forward variance (module notes). The same network
     for every method; DSM and B3 leave the covariance heads untrained."""
@@ -355,6 +356,12 @@ def training_loss(net: LMNet, x0, t, s, eps, objective: str, identity_cov: bool 
     * ``lm``: L^RB of section 4 (proposed) with C = D + W W^T (section 5), via SMW.
     * ``lm_diag``: the same with W = 0 (B4, r = 0).
     * ``lm_mean``: L^RB with C = I, i.e. 1/2 sigma^2 / (1 - alpha_bar_t) ||eps_theta - eps||^2 (B3).
+    * ``lm_sg`` (ours, exploratory, not the paper's): the same value as ``lm``, but the score's
+      gradient is that of the identity-weighted term 1/2 sigma^2 / (1 - alpha_bar_t) ||eps_theta -
+      eps||^2 (B3's), and the covariance heads see the residual held fixed: the analogue of beta-NLL
+      (Seitzer et al., 2022) for the mean-variance coupling of Gaussian likelihoods, where a poor
+      score inflates C and C^{-1} then down-weights the score's own error. Both minimisers (the true
+      score, C*) are unchanged.
     ``identity_cov=True`` forces C = I (the warm start of LM/B4). In terms of eps, sigma^2 (s_theta -
     s_0) = -sigma^2 / sqrt(1 - alpha_bar_t) (eps_theta - eps), s_0 = -eps / sqrt(1 - alpha_bar_t)."""
     ab = alpha_bar(t.double()).float()
@@ -368,11 +375,14 @@ def training_loss(net: LMNet, x0, t, s, eps, objective: str, identity_cov: bool 
     v = (out["eps"].double() - eps.double())
     if objective == "lm_mean" or identity_cov:
         return (0.5 * sig2 / (1 - abd) * (v * v).sum(-1)).mean().float()
-    if objective not in ("lm", "lm_diag"):
+    if objective not in ("lm", "lm_diag", "lm_sg"):
         raise ValueError(f"unknown objective {objective!r}")
-    L = out["L"] if objective == "lm" else out["L"][..., :0]
+    L = out["L"][..., :0] if objective == "lm_diag" else out["L"]
     D, W, kappa = covariance_factors(out["lam"], L, td, sd)
     logdet, quad, tr = smw_terms(D, W, v)
+    if objective == "lm_sg":  # same value; the score's gradient is the identity-weighted one
+        vd = v.detach()
+        quad = smw_terms(D, W, vd)[1] + (v * v).sum(-1) - (vd * vd).sum(-1)
     # sigma^2 (s - s0)^T C^-1 (s - s0) = sigma^2 / (1 - ab) v^T C^-1 v
     loss = 0.5 * logdet + 0.5 * sig2 / (1 - abd) * quad + 0.5 * kappa * tr
     return loss.mean().float()
@@ -393,7 +403,7 @@ def train_model(objective: str, seed: int = 0, steps: int = 1500, batch_size: in
     grid = torch.as_tensor([1.0 / n for n in n_steps_grid], dtype=torch.float32)
     opt = torch.optim.Adam(net.parameters(), lr=lr)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(int(steps), 1))
-    warm = int(round(warmup_frac * steps)) if objective in ("lm", "lm_diag") else 0
+    warm = int(round(warmup_frac * steps)) if objective in ("lm", "lm_diag", "lm_sg") else 0
     start = time.perf_counter()
     losses = []
     for k in range(int(steps)):
@@ -442,7 +452,7 @@ def model_reverse_fn(net: LMNet, method: str):
             return mean, (sig2 if (for_nll and bt <= 0) else bt), ones, empty
         if method == "B3":
             return mean, sig2 / a**2, ones, empty
-        L = out["L"] if method == "LM" else out["L"][..., :0]
+        L = out["L"] if method in ("LM", "LMsg") else out["L"][..., :0]
         tt = torch.full((n,), float(t), dtype=torch.float64)
         D, W, _ = covariance_factors(out["lam"], L, tt, torch.full_like(tt, float(s)))
         return mean, sig2 / a**2, D, W
@@ -711,10 +721,10 @@ EXPERIMENT_PROFILES = {
                   n_steps_grid=[5, 10], methods=["LM", "B1", "B2", "B3"], rank=1,
                   hess_ts=[0.1, 0.3, 0.6], n_hess=200, ellipse_t=0.3),
     "book": dict(seeds=[0, 1, 2], train_steps=1500, batch_size=256, lr=2e-3, n_samples=4000, n_nll=2000,
-                 n_steps_grid=[5, 10, 20, 50, 200], methods=["LM", "B1", "B2", "B3", "B4"], rank=1,
+                 n_steps_grid=[5, 10, 20, 50, 200], methods=["LM", "B1", "B2", "B3", "B4", "LMsg"], rank=1,
                  hess_ts=[0.1, 0.3, 0.6], n_hess=1000, ellipse_t=0.3),
     "paper": dict(seeds=[0, 1, 2, 3, 4], train_steps=3000, batch_size=256, lr=2e-3, n_samples=4000, n_nll=2000,
-                  n_steps_grid=[5, 10, 20, 50, 200], methods=["LM", "B1", "B2", "B3", "B4"], rank=1,
+                  n_steps_grid=[5, 10, 20, 50, 200], methods=["LM", "B1", "B2", "B3", "B4", "LMsg"], rank=1,
                   hess_ts=[0.05, 0.1, 0.2, 0.3, 0.45, 0.6, 0.8], n_hess=1000, ellipse_t=0.3),
 }
 
@@ -787,10 +797,10 @@ def run_experiment(cfg, progress=None, threads: int = 1):
                                      nll=nll_bound(fn, test, N, seed=seed), sample_seconds=sec))
                     if seed == cfg.seeds[0]:
                         extras["samples"][(m, N)] = X
-                rank = {"LM": None, "B4": 0}.get(m)
+                rank = {"LM": None, "LMsg": None, "B4": 0}.get(m)
                 for t in cfg.hess_ts:
                     he = hessian_error(nets[OBJECTIVE_OF[m]], mix, t, cfg.n_hess, seed, rank=rank)
-                    if m not in ("LM", "B4"):
+                    if m not in ("LM", "LMsg", "B4"):
                         he["rel_error"] = float("nan")
                     rows.append(dict(kind="hessian", seed=seed, method=m, t=float(t), **he))
     return rows, extras
@@ -801,13 +811,14 @@ def _records(obj) -> list[dict]:
     return obj.to_dict("records") if hasattr(obj, "to_dict") else list(obj)
 
 
-def claim_values(rows) -> dict:
+def claim_values(rows, method: str = "LM") -> dict:
     """Per-seed values of the claims of ``chapter.yml`` from :func:`run_experiment`'s rows (list of
     dicts or DataFrame); NaN where a needed method / N / t is absent. Returns {seed: {claim_id: value}}:
     c1_few_steps_sw2 = SW2(LM, 10) / min(SW2(B1, 10), SW2(B2, 10));
     c2_nll_bound = min(NLL(B1, 20), NLL(B3, 20)) - NLL(LM, 20);
     c3_convergence = |SW2(LM, 200) - SW2(B2, 200)| / SW2(B2, 200);
-    c4_hessian_learned = LM's mean relative Frobenius error at t = 0.3."""
+    c4_hessian_learned = LM's mean relative Frobenius error at t = 0.3.
+    ``method`` replaces LM by another method in every formula (e.g. the exploratory "LMsg")."""
     nan = float("nan")
     samp: dict = {}
     hess: dict = {}
@@ -827,17 +838,17 @@ def claim_values(rows) -> dict:
             return float(r[key]) if r is not None else nan
 
         b = min(g("B1", 10, "sw2"), g("B2", 10, "sw2")) if not (math.isnan(g("B1", 10, "sw2")) or math.isnan(g("B2", 10, "sw2"))) else nan
-        c1 = g("LM", 10, "sw2") / b if b == b and b != 0 else nan
-        c2 = min(g("B1", 20, "nll"), g("B3", 20, "nll")) - g("LM", 20, "nll")
+        c1 = g(method, 10, "sw2") / b if b == b and b != 0 else nan
+        c2 = min(g("B1", 20, "nll"), g("B3", 20, "nll")) - g(method, 20, "nll")
         if math.isnan(g("B1", 20, "nll")) or math.isnan(g("B3", 20, "nll")):
             c2 = nan
         b2 = g("B2", 200, "sw2")
-        c3 = abs(g("LM", 200, "sw2") - b2) / b2 if b2 == b2 and b2 != 0 else nan
+        c3 = abs(g(method, 200, "sw2") - b2) / b2 if b2 == b2 and b2 != 0 else nan
         out[seed] = {
             "c1_few_steps_sw2": float(c1),
             "c2_nll_bound": float(c2),
             "c3_convergence": float(c3),
-            "c4_hessian_learned": hess.get((seed, "LM", 0.3), nan),
+            "c4_hessian_learned": hess.get((seed, method, 0.3), nan),
         }
     return out
 
