@@ -430,11 +430,28 @@ def train_model(objective: str, seed: int = 0, steps: int = 1500, batch_size: in
 # Gaussian N(mean, g (diag(D) + W W^T)); g is a float, D (n,d) >= 0, W (n,d,r).
 
 
+ISOTROPIC = {"B1": "beta", "B2": "beta_tilde", "B3": "identity"}  # baselines' reverse variances
+
+
+def isotropic_reverse(mean, t, s, variance: str, for_nll: bool = False):
+    """The reverse Gaussian N(mean, g I) of the isotropic samplers, as (mean, g, D = 1, W = empty):
+    "beta": g = sigma^2 (B1, beta_k); "beta_tilde": g = beta-tilde (B2; beta_1 = sigma_1^2 in the NLL
+    decoder, where beta-tilde_1 = 0, module notes); "identity": g = sigma^2 / a^2 (B3, C = I)."""
+    n, d = mean.shape
+    a, sig2 = transition(float(t), float(s))
+    g = {"beta": sig2, "identity": sig2 / a**2}.get(variance)
+    if variance == "beta_tilde":
+        bt = float(posterior_variance(float(t), float(s)))
+        g = sig2 if (for_nll and bt <= 0) else bt
+    if g is None:
+        raise ValueError(f"unknown variance {variance!r}; valid: beta, beta_tilde, identity")
+    return mean, g, torch.ones(n, d, dtype=torch.float64), torch.zeros(n, d, 0, dtype=torch.float64)
+
+
 def model_reverse_fn(net: LMNet, method: str):
     """The reverse Gaussian of ``method`` with network ``net`` (section 3 mean m = (x + sigma^2
-    s_theta)/a for every method):
-    LM: g = sigma^2/a^2, C = D + W W^T (sections 5-6); B4: the same with W = 0; B3: C = I;
-    B1: variance sigma_k^2 I (beta_k); B2: beta-tilde_k I (beta_1 in the NLL decoder, module notes)."""
+    s_theta)/a for every method): LM (and LMsg): g = sigma^2/a^2, C = D + W W^T (sections 5-6); B4:
+    the same with W = 0; B1, B2, B3: :func:`isotropic_reverse`."""
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}")
 
@@ -444,14 +461,8 @@ def model_reverse_fn(net: LMNet, method: str):
         a, sig2 = transition(float(t), float(s))
         out = net(x.float(), float(t))
         mean = (x + sig2 * out["score"]) / a
-        ones, empty = torch.ones(n, d, dtype=torch.float64), torch.zeros(n, d, 0, dtype=torch.float64)
-        if method == "B1":
-            return mean, sig2, ones, empty
-        if method == "B2":
-            bt = float(posterior_variance(float(t), float(s)))
-            return mean, (sig2 if (for_nll and bt <= 0) else bt), ones, empty
-        if method == "B3":
-            return mean, sig2 / a**2, ones, empty
+        if method in ISOTROPIC:
+            return isotropic_reverse(mean, t, s, ISOTROPIC[method], for_nll)
         L = out["L"] if method in ("LM", "LMsg") else out["L"][..., :0]
         tt = torch.full((n,), float(t), dtype=torch.float64)
         D, W, _ = covariance_factors(out["lam"], L, tt, torch.full_like(tt, float(s)))
@@ -469,14 +480,8 @@ def exact_reverse_fn(score_fn, hess_fn, variance: str = "LM"):
         n, d = x.shape
         a, sig2 = transition(float(t), float(s))
         mean = (x + sig2 * _t(score_fn(x, t))) / a
-        ones, empty = torch.ones(n, d, dtype=torch.float64), torch.zeros(n, d, 0, dtype=torch.float64)
-        if variance == "beta":
-            return mean, sig2, ones, empty
-        if variance == "beta_tilde":
-            bt = float(posterior_variance(float(t), float(s)))
-            return mean, (sig2 if (for_nll and bt <= 0) else bt), ones, empty
-        if variance == "identity":
-            return mean, sig2 / a**2, ones, empty
+        if variance != "LM":
+            return isotropic_reverse(mean, t, s, variance, for_nll)
         C = torch.eye(d, dtype=torch.float64) + sig2 * _t(hess_fn(x, t))
         evals, evecs = torch.linalg.eigh(C)
         W = evecs * torch.sqrt(evals.clamp_min(0.0))[:, None, :]
