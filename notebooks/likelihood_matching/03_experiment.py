@@ -92,8 +92,8 @@ sampling.pivot_table(index="label", columns="n_steps", values="sw2", aggfunc="me
 fresh = lm.sample_mixture(extras["mixture"], len(extras["target"]), np.random.default_rng(99))
 print(f"sliced w2 between two target samples: {lm.sliced_w2(fresh, extras['target']):.3f}")
 
-# %% mystnb={"figure": {"caption": "Samples (first seed) of each method (rows) with N sampling steps (columns), over a fresh target sample in grey.", "name": "lm-samples"}}
-shown_methods = [m for m in ["LM", "B1", "B2", "B3"] if m in cfg.methods]
+# %% mystnb={"figure": {"caption": "Samples (first seed) of each method (rows; LMsg is the exploratory variant) with N sampling steps (columns), over a fresh target sample in grey.", "name": "lm-samples"}}
+shown_methods = [m for m in ["LM", "B1", "B2", "B3", "LMsg"] if m in cfg.methods]
 shown_steps = [n for n in [5, 10, 50, 200] if n in cfg.n_steps_grid]
 fig, axes = plt.subplots(len(shown_methods), len(shown_steps), figsize=(2.6 * len(shown_steps), 2.5 * len(shown_methods)),
                          sharex=True, sharey=True, squeeze=False)
