@@ -21,7 +21,7 @@ Contents (torch for the network, float64 torch/numpy for the Gaussian algebra):
    DSM) and :func:`train_model`.
 5. Reverse steps and samplers (section 6, baselines B1-B4): :func:`model_reverse_fn`,
    :func:`exact_reverse_fn`, :func:`sample`.
-6. Metrics: :func:`projection_directions`, :func:`sliced_w2`, :func:`energy_distance`,
+6. Metrics: :func:`projection_directions`, :func:`sliced_w2`,
    :func:`nll_bound` (section 2, DDPM-style KL sum), :func:`hessian_error`.
 7. Theory helpers: :func:`path_identity_check`, :func:`tweedie_quadrature_1d`,
    :func:`gaussian_output_covariance`, :func:`reverse_kl_1d`, :func:`smw_check`.
@@ -97,7 +97,7 @@ __all__ = [
     "tweedie_moments", "quasi_likelihood_rb", "smw_terms", "covariance_factors",
     "LMNet", "hessian_from_model", "training_loss", "train_model",
     "model_reverse_fn", "exact_reverse_fn", "sample",
-    "projection_directions", "sliced_w2", "energy_distance", "nll_bound", "hessian_error",
+    "projection_directions", "sliced_w2", "nll_bound", "hessian_error",
     "path_identity_check", "tweedie_quadrature_1d", "gaussian_output_covariance", "reverse_kl_1d",
     "smw_check",
     "EXPERIMENT_PROFILES", "run_experiment", "claim_values", "check_tweedie_moments", "check_sliced_w2",
@@ -529,16 +529,6 @@ def sliced_w2(X, Y, n_projections: int = 64, seed: int = SW2_SEED, directions=No
         q = (np.arange(m) + 0.5) / m
         px, py = np.quantile(px, q, axis=0), np.quantile(py, q, axis=0)
     return float(np.sqrt(np.mean((px - py) ** 2)))
-
-
-def energy_distance(X, Y, max_n: int = 2000) -> float:
-    """Energy distance 2 E|X - Y| - E|X - X'| - E|Y - Y'| (V-statistic on the first ``max_n`` rows)."""
-    X, Y = np.asarray(X, float)[:max_n], np.asarray(Y, float)[:max_n]
-
-    def md(A, B):
-        return float(np.sqrt(((A[:, None, :] - B[None]) ** 2).sum(-1)).mean())
-
-    return 2 * md(X, Y) - md(X, X) - md(Y, Y)
 
 
 def _gauss_terms(g, D, W):
