@@ -1,0 +1,270 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Bayes-optimal responses in latent space: implementation
+#
+# This notebook builds the method piece by piece from `replib.papers.bayes_structured` and the shared
+# tiny language model in `replib.models.causal_lm`, each piece beside the step it implements and
+# checked on inputs small enough to verify by hand.
+#
+# **Learning goals.** After this notebook you can
+#
+# 1. write the three synthetic tasks, their spellings and their parsers $\varphi$;
+# 2. implement the four steps of the algorithm: sample, parse, decide in latent space, report the
+#    Bayesian risk;
+# 3. train the tiny GPT-2 model from scratch and decode it by sampling, greedy decoding and beam
+#    search;
+# 4. score uncertainty estimates by rank correlation and AUROC.
+#
+# The algorithm, per prompt $x$ (the paper's abstract and Figure 1; $N$, temperature and the handling
+# of unparsable answers are the digest's proposals):
+#
+# 1. sample $N$ answers $s_1, \dots, s_N \sim p_\theta(\cdot \mid x)$ at temperature $T$;
+# 2. parse them, $\ell_i = \varphi(s_i)$, and drop the unparsable ones;
+# 3. answer $\ell_{\text{Bayes}} = \arg\min_{\ell \in \mathcal L} \frac1N \sum_i d_T(\ell, \ell_i)$;
+# 4. report the Bayesian risk $U = \frac1N \sum_i d_T(\ell_{\text{Bayes}}, \ell_i)$ as uncertainty.
+
+# %%
+# Colab set-up: installs the book's package, replib, from its repository (branch main).
+# Anywhere else (a local clone, the book build, CI) this cell does nothing.
+import sys
+
+if "google.colab" in sys.modules:
+    import subprocess
+
+    package = "replib @ git+https://github.com/icml2026-replications/replib-book.git@main"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", package], check=True)
+
+# %%
+import numpy as np
+import torch
+
+from replib import core
+from replib.models import causal_lm
+from replib.papers import bayes_structured as bs
+
+core.set_style()
+profile = core.resolve_profile()
+torch.set_num_threads(2)
+demo_steps = {"smoke": 60, "book": 300, "paper": 300}[profile]
+
+# %% [markdown]
+# ## 1. Three tasks whose answers have a latent structure
+#
+# One small vocabulary serves all three tasks; a task token starts each prompt. The training answers
+# are noisy, and each answer can be spelled in several ways, which is what spreads a language model's
+# probability over strings:
+#
+# - **T1, sets** (multi-answer questions). The prompt marks a true set $S^*$ of 3 to 7 of the items
+#   A to J. The answer lists a noisy copy (each membership flipped with probability $\rho = 0.25$)
+#   in a random order: a set of size $s$ has $s!$ spellings.
+# - **T2, ratings** on a 0 to 10 scale. The prompt shows four digits; the answer is their rounded
+#   mean plus skewed noise $\epsilon \in \{0, +2, +3\}$ with probabilities 0.4, 0.3, 0.3, written as
+#   "7" or "07". The most frequent rating (the mode) is not the median.
+# - **T3, labels** with synonyms. The prompt indexes one of the 24 orderings of four classes; the
+#   answer is a class drawn with probabilities 0.45, 0.30, 0.15, 0.10 in that order. The most
+#   probable class has three synonyms, the others one.
+
+# %%
+rng = np.random.default_rng(0)
+for task in bs.TASKS:
+    problems = bs.sample_problems(task, 1, rng)
+    truth = bs.truth_row(task, problems, 0)
+    answers = [" ".join(bs.decode(bs.noisy_answer(task, truth, rng))) for _ in range(5)]
+    print(f"{task:8s} prompt: {' '.join(bs.decode(problems['prompt'][0]))}")
+    print(f"{'':8s} five training answers: {answers}")
+
+# %% [markdown]
+# Training sequences are the prompt followed by the answer; the loss covers only the answer tokens,
+# marked by `target_mask`:
+
+# %%
+ids, target_mask = bs.training_batch(4, np.random.default_rng(1))
+for row, mask in zip(ids, target_mask):
+    print(" ".join(f"[{t}]" if m else t for t, m in zip(bs.decode(row), mask) if t != "<pad>"))
+assert ids.shape == (4, bs.MAX_LEN) and not target_mask[:, : bs.PROMPT_LEN["labels"]].any()
+
+# %% [markdown]
+# ## 2. The interpretation map $\varphi$ and the template $\psi$
+#
+# $\varphi$ turns an answer into a latent: a boolean vector over the ten items, an integer rating, a
+# class id. Answers that do not fit the format, and answers cut off before the end token, parse to
+# `None` and are dropped in step 2. $\psi$ writes a latent back as text, so that a synthesised answer
+# can be returned to the user.
+
+# %%
+core.show_source(bs.parse)
+
+# %%
+enc = bs.encode
+assert bs.parse("sets", enc(["C", "A", "<eos>"])).tolist() == [True, False, True] + [False] * 7
+assert bs.parse("sets", enc(["C", "A", "C", "<eos>"])) is None  # an item twice
+assert bs.parse("sets", enc(["C", "A"])) is None  # cut off: no end token
+assert bs.parse("ratings", enc(["0", "7", "<eos>"])) == bs.parse("ratings", enc(["7", "<eos>"])) == 7
+assert bs.parse("ratings", enc(["1", "0", "<eos>"])) == 10 and bs.parse("ratings", enc(["1", "7", "<eos>"])) is None
+top_class_words = bs.CLASS_WORDS[0]
+assert {bs.parse("labels", enc([w, "<eos>"])) for w in top_class_words} == {0}
+latent = bs.parse("sets", enc(["J", "B", "E", "<eos>"]))
+print("psi(phi('J B E')) =", " ".join(bs.decode(bs.render("sets", latent))))
+assert bs.decode(bs.render("sets", latent)) == ["B", "E", "J", "<eos>"]
+
+# %% [markdown]
+# ## 3. Step 3: the Bayes-optimal response, and the medoid
+#
+# For each task's distance the minimiser over the whole latent space has a closed form (theory
+# notebook): the element-wise majority $\{e : q_e > 1/2\}$ under Hamming distance, a median under
+# absolute loss, the mode under 0-1 loss. With it comes the risk $U$.
+
+# %%
+core.show_source(bs.bayes_response)
+
+# %%
+sets = np.array([[1, 1, 0], [1, 0, 1], [0, 1, 1], [1, 1, 0], [1, 0, 1]], dtype=bool)  # AB, AC, BC, AB, AC
+answer, risk = bs.bayes_response("sets", sets)
+assert answer.tolist() == [True, True, True] and np.isclose(risk, 0.2 + 0.4 + 0.4)  # q = (0.8, 0.6, 0.6)
+medoid, medoid_risk = bs.mbr_medoid("sets", sets)
+assert medoid.tolist() == [True, True, False] and np.isclose(medoid_risk, 1.2)
+assert bs.bayes_response("ratings", np.array([5, 5, 7, 8, 8]))[0] == 7  # median, not the modes 5 and 8
+assert bs.bayes_response("ratings", np.array([0, 10, 10]))[1] == 10 / 3
+assert bs.bayes_response("labels", np.array([2, 2, 1, 3]))[0] == 2
+print("element-wise majority", answer.astype(int), "risk", risk, "| medoid", medoid.astype(int), "risk", medoid_risk)
+
+# %% [markdown]
+# The string-level majority vote counts identical *strings*, before parsing. With five samples that
+# spell the same set in different orders and two copies of a smaller set, it picks the smaller set:
+
+# %%
+samples = [enc(s) for s in (["A", "B", "C", "<eos>"], ["B", "C", "A", "<eos>"], ["C", "A", "B", "<eos>"],
+                            ["A", "B", "<eos>"], ["A", "B", "<eos>"])]
+vote = bs.string_majority(samples, "sets")
+latents, n_parsed = bs.parsed_latents("sets", samples)
+print("string vote:", " ".join(bs.decode(vote)), "| Bayes set:",
+      " ".join(bs.decode(bs.render("sets", bs.bayes_response("sets", latents)[0]))))
+assert bs.decode(vote) == ["A", "B", "<eos>"] and bs.bayes_response("sets", latents)[0][:3].all()
+
+# %% [markdown]
+# ## 4. Losses against the truth
+#
+# Sets are scored by Hamming distance to the noise-free $S^*$, labels by whether they name the most
+# probable class, and ratings by the exact expected absolute error against a fresh noisy label,
+# $\mathbb E_\epsilon \lvert \hat y - \mathrm{clip}(c + \epsilon, 0, 10) \rvert$. For centre $c = 5$ the
+# mode 5 costs $0.3 \cdot 2 + 0.3 \cdot 3 = 1.5$ and the median 7 costs $0.4 \cdot 2 + 0.3 \cdot 1 = 1.1$.
+# An unparsable answer gets the maximal loss.
+
+# %%
+assert bs.expected_rating_loss(5, 5) == 1.5 and np.isclose(bs.expected_rating_loss(7, 5), 1.1)
+assert bs.task_loss("sets", None, np.zeros(10, bool)) == 10
+print({answer: round(bs.expected_rating_loss(answer, 5), 2) for answer in range(4, 10)})
+
+# %% [markdown]
+# ## 5. The language model: a tiny GPT-2 trained from scratch
+#
+# `causal_lm.tiny_gpt` builds a GPT-2 configuration from `transformers` with random weights (two
+# layers, width 64, four heads: about 0.1M parameters); `train_lm` minimises the cross-entropy of the
+# answer tokens with AdamW. The experiment trains 1,400 steps per seed; here a few hundred, enough to
+# see the pieces work:
+
+# %%
+model = causal_lm.tiny_gpt(len(bs.TOKENS), n_positions=bs.MAX_LEN + 1, pad_id=bs.PAD, eos_id=bs.EOS, seed=0)
+print(f"{sum(p.numel() for p in model.parameters()):,} parameters")
+losses = causal_lm.train_lm(model, lambda r: bs.training_batch(64, r), steps=demo_steps, seed=0)
+print(f"training loss: first 20 steps {losses[:20].mean():.2f}, last 20 steps {losses[-20:].mean():.2f} nats/token")
+assert losses[-20:].mean() < losses[:20].mean()
+
+# %% [markdown]
+# Step 1 samples with a key-value cache (`causal_lm.sample`; temperature 0 is greedy decoding), and
+# beam search is `transformers`' `generate` with no length penalty. For one set prompt:
+
+# %%
+problems = bs.sample_problems("sets", 1, np.random.default_rng(7))
+prompt = torch.as_tensor(problems["prompt"])
+N = 20
+completions, logprobs = causal_lm.sample(model, prompt.repeat(N, 1), bs.max_answer_tokens("sets"), eos_id=bs.EOS,
+                                         pad_id=bs.PAD, generator=torch.Generator().manual_seed(0))
+latents, n_parsed = bs.parsed_latents("sets", completions.numpy())
+bayes, risk = bs.bayes_response("sets", latents)
+greedy = causal_lm.sample(model, prompt, bs.max_answer_tokens("sets"), eos_id=bs.EOS, pad_id=bs.PAD, temperature=0)[0]
+beam = causal_lm.beam_search(model, prompt, bs.max_answer_tokens("sets"), num_beams=5, eos_id=bs.EOS, pad_id=bs.PAD)
+print("prompt:     ", " ".join(bs.decode(prompt[0])))
+print("samples:    ", [" ".join(bs.decode(bs.answer_tokens(c) or [])) for c in completions[:6].numpy()], "...")
+print(f"parsed {n_parsed} of {N}; q_e =", np.round(latents.mean(0), 2))
+for name, answer in [("greedy", bs.parse("sets", greedy[0].numpy())), ("beam", bs.parse("sets", beam[0].numpy())),
+                     ("Bayes", bayes)]:
+    text = "unparsable" if answer is None else " ".join(bs.decode(bs.render("sets", answer)))
+    print(f"{name:6s} {text:24s} Hamming loss {bs.task_loss('sets', answer, problems['truth'][0]):.0f}")
+print(f"Bayesian risk U = {risk:.2f}")
+assert completions.shape == (N, bs.max_answer_tokens("sets")) and len(latents) == n_parsed
+
+# %% [markdown]
+# ## 6. Scoring uncertainty
+#
+# A good uncertainty score ranks prompts by how wrong the answer is. We compare the Bayesian risk $U$
+# with **predictive entropy**, the Monte-Carlo estimate $-\frac1N \sum_i \log p_\theta(s_i \mid x)$ over
+# the same samples, with the entropy of $\hat p$ over distinct latents (a discrete "semantic entropy"),
+# the number of distinct latents, and the negative log-likelihood of the beam answer. The metrics:
+# Spearman's rank correlation with the realised loss, AUROC for telling non-zero loss from zero loss,
+# and the area under the risk-coverage curve (mean loss of the answers kept when the most uncertain
+# are rejected first; lower is better).
+
+# %%
+score = np.array([0.1, 0.4, 0.35, 0.8])
+loss = np.array([0.0, 1.0, 0.0, 2.0])
+assert np.isclose(bs.auroc(score, loss > 0), 1.0)  # every error scores above every non-error
+assert np.isclose(bs.spearman(score, loss), bs.spearman(score ** 3, loss))  # ranks only
+assert np.isclose(bs.predictive_entropy(np.log([0.5, 0.25])), -(np.log(0.5) + np.log(0.25)) / 2)
+coverage, kept_loss = bs.risk_coverage(score, loss)
+print("coverage", coverage, "mean loss kept", kept_loss, "AURC", round(bs.aurc(score, loss), 3))
+
+# %% [markdown]
+# ## Exercises
+#
+# **Exercise 1.** Write the Hamming-Bayes rule: `elementwise_majority(latents)` takes a boolean array
+# of $N$ sampled sets over $K$ items and returns the set $\{e : q_e > 1/2\}$ and the risk
+# $\sum_e \min(q_e, 1 - q_e)$.
+
+# %% tags=["solution", "hide-input"]
+def elementwise_majority(latents):
+    q = latents.mean(axis=0)
+    return q > 0.5, float(np.minimum(q, 1 - q).sum())
+
+
+# %%
+bs.check_elementwise_majority(elementwise_majority)
+
+# %% [markdown]
+# **Exercise 2.** Write the Bayes rule for absolute loss on integer ratings: `median_bayes(values)`
+# returns an integer minimiser of the mean absolute distance to the values (for an even count any
+# integer between the two middle values is fine) and that minimal mean distance.
+
+# %% tags=["solution", "hide-input"]
+def median_bayes(values):
+    answer = int(np.sort(values)[(len(values) - 1) // 2])
+    return answer, float(np.abs(np.asarray(values) - answer).mean())
+
+
+# %%
+bs.check_median_bayes(median_bayes)
+
+# %% [markdown]
+# **Exercise 3 (open).** Under squared loss the Bayes answer is the mean, which need not be an
+# integer. How would you render it for a 0 to 10 rating task, and is the rounded mean still optimal
+# among integers?
+#
+# ## Summary
+#
+# The method is four short steps around any sampler: parse, decide in latent space with the task's
+# closed form, render, and report the risk. The only task-specific parts are the parser and the
+# distance. The language model is a standard tiny GPT-2 whose string distribution spreads each answer
+# over its spellings, as a real model's does.
