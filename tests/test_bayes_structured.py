@@ -4,6 +4,7 @@ import itertools
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from replib.papers import bayes_structured as bs
@@ -432,3 +433,25 @@ def test_all_exports_exist():
     for name in bs.__all__:
         assert hasattr(bs, name), name
     assert list(itertools.islice(bs.ALL_SETS[5], 3)) == [True, False, True]
+
+
+def test_lenient_set_parser_reads_repeats_once():
+    enc = bs.encode
+    assert bs.parse_set_lenient(enc(["A", "C", "A", "<eos>"])).tolist() == [True, False, True] + [False] * 7
+    assert bs.parse_set_lenient(enc(["A", "C"])) is None
+    assert bs.parse_set_lenient(enc(["A", "7", "<eos>"])) is None
+    assert bs.parse("sets", enc(["A", "C", "A", "<eos>"])) is None
+
+
+def test_pipeline_gives_every_declared_claim_and_is_deterministic():
+    from replib import core
+
+    cfg = core.configure(bs.EXPERIMENT_PROFILES, "smoke", train_steps=5, n_test=4, n_samples=3, num_beams=2)
+    cfg.n_grid = [1, 3]
+    first = bs.run_experiment(cfg)
+    values = bs.claim_values(first, cfg)
+    ids = {c["id"] for c in core.load_chapter("bayes_structured")["claims"]}
+    assert set(values) == set(cfg.seeds) and set(values[0]) == ids
+    again = bs.run_experiment(cfg)
+    pd.testing.assert_frame_equal(first["table"], again["table"])
+    assert set(first["table"].task) == set(bs.TASKS) and len(first["table"]) == 3 * cfg.n_test

@@ -208,6 +208,13 @@ print(f"Bayesian risk U = {risk:.2f}")
 assert completions.shape == (N, bs.max_answer_tokens("sets")) and len(latents) == n_parsed
 
 # %% [markdown]
+# After a few hundred steps the model has the format of the answers but not yet the rule that a list
+# of distinct items never repeats one: many samples name an item twice, the parser rejects them, and
+# greedy decoding and beam search may return no valid set at all. This is what step 2 is for, and it
+# is also a warning: the Bayes answer can only be as good as the parsable part of the model's belief.
+# The experiment trains longer (and reports the share of parsable samples).
+
+# %% [markdown]
 # ## 6. Scoring uncertainty
 #
 # A good uncertainty score ranks prompts by how wrong the answer is. We compare the Bayesian risk $U$
