@@ -120,8 +120,8 @@ for key, name in [("top_string", "most probable string"), ("latent_mode", "laten
     print(f"{name:21s} {{{', '.join(answers[key])}}}   expected Hamming loss {ex['losses'][key]:.2f}")
 
 # %% [markdown]
-# Beam search and greedy decoding look for the most probable string, "A", whose latent answer has
-# the highest expected loss. The latent mode, $\{A, B, C\}$, is what majority voting over parsed
+# Greedy decoding and beam search aim at the most probable string; in this small example both find
+# it, "A", whose latent answer has the highest expected loss. The latent mode, $\{A, B, C\}$, is what majority voting over parsed
 # answers returns: the best choice under 0-1 loss. Under Hamming loss the best answer is $\{A, B\}$,
 # because $C$ is in the answer with probability only 0.40.
 #
@@ -166,17 +166,27 @@ plt.show()
 # search that keeps every finished candidate coincides with the string mode.*
 #
 # The gap between the string mode and the element-wise majority is a property of the decision rule,
-# not of model error: the most probable single string names fewer and fewer of the true items as the
-# set grows, while the majority recovers $S^*$ exactly. (At $\rho = 0.25$ and $s = 3$ the ratio is
+# not of model error: the most probable single string always names two items (print
+# `perfect["string_mode_size"]`), so it misses more and more of the true set as the set grows, while
+# the majority recovers $S^*$ exactly. (At $\rho = 0.25$ and $s = 3$ the ratio is
 # exactly 1, so a set and its subset one item smaller tie; we break ties towards the smaller set.)
 #
 # Beam search does **not** find that string here, and this surprised us: the digest expected beam
 # search to behave like the string mode. Standard beam search (the rule of Hugging Face's `generate`
 # and fairseq) finishes a hypothesis only when the end token ranks among the best `width`
 # continuations of the step. Naming one more true item is always more probable than stopping, so the
-# short, high-probability strings are pruned before they end and beam search follows the greedy path
-# (every width from 2 to 20 behaves the same). Only a variant that keeps *every* end-of-answer
-# continuation as a finished candidate recovers the string mode. Greedy and standard beam search still
+# short, high-probability strings are pruned before they end, and beam search follows the greedy path.
+# Wider beams change little (the cell below): from width 10 on, the smallest true sets lose one item.
+
+# %%
+for width in (2, 5, 10, 20):
+    beam_losses = [bs.hamming_loss(bs.perfect_beam(np.arange(bs.N_ITEMS) < size, bs.RHO, width).latent,
+                                   np.arange(bs.N_ITEMS) < size) for size in sizes]
+    print(f"width {width:2d}: Hamming loss by true size {beam_losses}")
+
+# %% [markdown]
+# Only a variant that keeps *every* end-of-answer continuation as a finished candidate recovers the
+# string mode. Greedy and standard beam search still
 # stop too early for large sets, by one or two items. The experiment uses the standard rule, so its
 # beam-search baseline is weaker evidence for the "spellings" mechanism than the digest assumed.
 #
@@ -232,8 +242,10 @@ print("mean estimate by N:", {n: round(float(m), 2) for n, m in zip(ns, est["mea
 # $\rho = 0.25$) against the number of samples: mean and standard deviation over repeated draws.*
 #
 # With one sample the estimate is always 0; by $N = 20$ (the digest's proposal, used in the
-# experiment) it is close to the truth. For ranking prompts by uncertainty a constant bias does not
-# matter; its spread does.
+# experiment) it is close to the truth. For ranking prompts by uncertainty a bias that is the same for
+# every prompt would not matter, but the bias depends on $N$: when some samples cannot be parsed, the
+# effective $N$ varies from prompt to prompt, and prompts with few parsable samples look more certain
+# than they are.
 #
 # ## What to expect in the experiment
 #

@@ -74,8 +74,9 @@ demo_steps = {"smoke": 60, "book": 300, "paper": 300}[profile]
 #   mean plus skewed noise $\epsilon \in \{0, +2, +3\}$ with probabilities 0.4, 0.3, 0.3, written as
 #   "7" or "07". The most frequent rating (the mode) is not the median.
 # - **T3, labels** with synonyms. The prompt indexes one of the 24 orderings of four classes; the
-#   answer is a class drawn with probabilities 0.45, 0.30, 0.15, 0.10 in that order. The most
-#   probable class has three synonyms, the others one.
+#   answer is a class drawn with probabilities 0.45, 0.30, 0.15, 0.10 in that order. Every class
+#   has three words in the vocabulary, but in the training answers only the most probable class is
+#   spelled with a random one of its three; the others always appear as their first word.
 
 # %%
 rng = np.random.default_rng(0)
@@ -220,7 +221,10 @@ assert completions.shape == (N, bs.max_answer_tokens("sets")) and len(latents) =
 # A good uncertainty score ranks prompts by how wrong the answer is. We compare the Bayesian risk $U$
 # with **predictive entropy**, the Monte-Carlo estimate $-\frac1N \sum_i \log p_\theta(s_i \mid x)$ over
 # the same samples, with the entropy of $\hat p$ over distinct latents (a discrete "semantic entropy"),
-# the number of distinct latents, and the negative log-likelihood of the beam answer. The metrics:
+# the number of distinct latents, and the negative log-likelihood of the beam answer (the beam
+# answer's own confidence, scored here against the loss of the Bayes answer like every other score).
+# The log-probabilities are the model's own, at temperature 1; if the samples are drawn at another
+# temperature, "predictive entropy" becomes a cross-entropy between the two. The metrics:
 # Spearman's rank correlation with the realised loss, AUROC for telling non-zero loss from zero loss,
 # and the area under the risk-coverage curve (mean loss of the answers kept when the most uncertain
 # are rejected first; lower is better).
