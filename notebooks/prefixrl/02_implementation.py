@@ -1,0 +1,234 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # RL from off-policy prefixes: implementation
+#
+# This notebook builds PrefixRL from `replib.papers.prefixrl`, the shared group-relative RL parts in
+# `replib.rl` and the shared tiny language model in `replib.models.causal_lm`, each piece next to the
+# step it implements and checked on small inputs.
+#
+# **Learning goals.** After this notebook you can
+#
+# 1. build a task whose long problems a base model almost never solves, while every step is easy;
+# 2. compute a model's exact success probability on it with one teacher-forced forward pass;
+# 3. turn a correct trace into prefixed problems and run one on-policy update on the completions only;
+# 4. implement group-relative advantages and the policy-gradient loss.
+#
+# The loop (the paper's abstract; the update rule and the prefix lengths are the digest's proposals):
+#
+# 1. collect one correct trace $y^x$ per training problem (here from the generator program);
+# 2. build prefixed problems $x \oplus y^x_{1:h}$;
+# 3. sample $G$ completions $y' \sim \pi_\theta(\cdot \mid x, y^x_{1:h})$ per prefixed problem, score
+#    $r(x, y^x_{1:h} \oplus y')$, and take a policy-gradient step on the completion tokens only;
+# 4. evaluate on the unprefixed problems.
+
+# %%
+# Colab set-up: installs the book's package, replib, from its repository (branch main).
+# Anywhere else (a local clone, the book build, CI) this cell does nothing.
+import sys
+
+if "google.colab" in sys.modules:
+    import subprocess
+
+    package = "replib @ git+https://github.com/icml2026-replications/replib-book.git@main"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", package], check=True)
+
+# %%
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+
+from replib import core, rl
+from replib.models import causal_lm
+from replib.papers import prefixrl as pr
+
+core.set_style()
+profile = core.resolve_profile()
+torch.set_num_threads(2)
+demo_steps = {"smoke": 60, "book": 300, "paper": 600}[profile]
+
+# %% [markdown]
+# ## 1. A chain of easy steps
+#
+# A problem is three digits $x = (v_0, d_0, d_1)$; there are 1,000 of them. The answer is a chain of
+# $L$ digits, each computed from the previous one, $y_t = f(y_{t-1}, d_{t \bmod 2})$ with $y_0 = v_0$, by a
+# fixed operation table $f$ on the digits. The reward is 1 only if all $L$ digits are right, so there
+# is exactly one correct answer. (The digest proposed $f(a, d) = a + d \bmod 10$; our tiny model could
+# not learn modular addition in the budget, see the module's notes, so $f$ is a fixed random table.)
+
+# %%
+problems = pr.all_problems()[[123, 456]]
+print("operation table f(a, d), rows a, columns d:\n", pr.STEP_TABLE)
+for x, y in zip(problems, pr.correct_traces(problems, 8)):
+    print(f"x = {tuple(int(v) for v in x)} -> correct answer {y.tolist()}")
+y = pr.correct_traces(problems, 8)[0]
+assert y[0] == pr.STEP_TABLE[problems[0, 0], problems[0, 2]] and y[1] == pr.STEP_TABLE[y[0], problems[0, 1]]
+
+# %% [markdown]
+# The base model is pretrained on *noisy* answers: each step is replaced, with probability
+# $\varepsilon = 0.4$, by a random other digit, and the chain continues from the corrupted value. A
+# perfect model of these data is right at each step with probability $1 - \varepsilon = 0.6$, so it
+# solves a 20-step problem with probability $0.6^{20} \approx 4 \times 10^{-5}$: every step is easy,
+# the whole problem is hard.
+
+# %%
+rng = np.random.default_rng(0)
+noisy = pr.noisy_traces(problems[:1].repeat(4, 0), 8, 0.4, rng)
+print("four noisy answers to the first problem:\n", noisy)
+
+# %% [markdown]
+# ## 2. The base model, and its exact success probability
+#
+# The shared tiny GPT-2 (two layers, width 32, random init) is trained on the noisy answers, with the
+# loss on the answer tokens only. The experiment trains 600 steps; here fewer:
+
+# %%
+cfg = core.configure(pr.EXPERIMENT_PROFILES, "book", base_steps=demo_steps)
+model, losses = pr.train_base(cfg, seed=0)
+print(f"loss: first 20 steps {losses[:20].mean():.3f}, last 20 steps {losses[-20:].mean():.3f} nats per step; "
+      f"noise floor {pr.noise_floor(0.4):.3f}")
+
+# %% [markdown]
+# Because exactly one answer is correct, the probability that a sampled answer is correct is the
+# product of the model's probabilities of each correct step given the correct history:
+# $\text{pass@1}(x) = \prod_t \pi_\theta(y^x_t \mid x, y^x_{<t})$, one teacher-forced forward pass, with no
+# sampling noise. A Monte Carlo check on a short chain:
+
+# %%
+short = pr.all_problems()[::50]
+exact = pr.pass_at_1(model, short, L=3)
+start = torch.as_tensor(pr.prompts(short)).repeat_interleave(2000, 0)
+samples, _ = causal_lm.sample(model, start, 3, eos_id=pr.NO_EOS, pad_id=pr.SEP,
+                              generator=torch.Generator().manual_seed(0))
+truth = torch.as_tensor(pr.correct_traces(short, 3)).repeat_interleave(2000, 0)
+monte_carlo = (samples == truth).all(1).float().reshape(len(short), 2000).mean(1).numpy()
+print(f"exact pass@1 (L = 3) {exact.mean():.4f}, Monte Carlo {monte_carlo.mean():.4f}")
+assert np.abs(exact - monte_carlo).max() < 0.05
+
+# %% [markdown]
+# The same forward pass gives the model's accuracy at every position (the back-generalization map of
+# the experiment) and its success from a correct prefix of every length:
+
+# %%
+train, heldout = pr.split_problems(256, seed=0)
+fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
+axes[0].plot(np.arange(1, 21), pr.step_accuracy(model, heldout, 20), marker="o")
+axes[0].set(xlabel="position $t$", ylabel="p(correct step | correct history)", ylim=(0, 1))
+axes[1].plot(np.arange(20), pr.prefix_curve(model, heldout, 20), marker="o")
+axes[1].set(xlabel="prefix length $h$", ylabel="pass@1 from the prefix", yscale="log")
+plt.show()
+
+# %% [markdown]
+# *Figure 1. The briefly trained base model on the 744 held-out problems: probability of the correct
+# step at each position given a correct history (left), and the exact probability of finishing
+# correctly from a correct prefix of length $h$ (right, log scale).*
+#
+# ## 3. Prefixed problems and rollouts
+#
+# A prefixed problem is the prompt followed by the first $h$ steps of the correct trace. `rollouts`
+# samples $G$ completions of the remaining $L - h$ steps and scores each; the mask marks the sampled
+# tokens, the only ones the loss will see.
+
+# %%
+ids, mask, rewards = pr.rollouts(model, train[:2], prefix_len=16, G=8, L=20, generator=torch.Generator().manual_seed(1))
+print("one rollout:     ", ids[0].tolist())
+print("completion mask: ", mask[0].int().tolist())
+print("rewards per problem (rows) and completion (columns):\n", rewards)
+prefix = pr.prefixed_prompts(train[:1], 16, 20)[0]
+assert torch.equal(ids[0, :21], torch.as_tensor(prefix)) and mask[0].sum() == 4 and not mask[0, :21].any()
+
+# %% [markdown]
+# ## 4. Group-relative advantages and the loss
+#
+# Each completion's advantage compares its reward with the other completions of the same prefixed
+# problem, $A_i = (r_i - \bar r) / (\operatorname{std}(r) + 10^{-6})$ (`replib.rl.group_advantages`). The
+# loss is $-\frac{1}{BG} \sum_i A_i \log \pi_\theta(y'_i \mid x, y^x_{1:h})$, where the log-probability
+# sums over the completion tokens only (`causal_lm.sequence_logprob` with the mask): the prefix is
+# part of the prompt, so nothing off-policy gets a gradient and no importance weight is needed.
+
+# %%
+core.show_source(rl.group_advantages)
+
+# %%
+r = torch.tensor([[1.0, 0.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0], [0.0, 0.0, 0.0, 0.0]])
+A = rl.group_advantages(r)
+print(A)
+assert torch.allclose(A[0], torch.tensor([3.0, -1.0, -1.0, -1.0]) / np.sqrt(3), atol=1e-5)
+assert (A[1:] == 0).all() and np.isclose(rl.nonzero_advantage_share(r), 1 / 3)
+
+# %% [markdown]
+# A group whose completions all fail (or all succeed) contributes nothing. One update with
+# `rl_step`: on problems the model cannot solve from the start, the parameters do not move; from a
+# long prefix, they do.
+
+# %%
+def one_update(prefix_len):
+    trial = pr.train_base(core.configure(pr.EXPERIMENT_PROFILES, "book", base_steps=1), seed=0)[0]
+    before = [p.detach().clone() for p in trial.parameters()]
+    optimiser = torch.optim.Adam(trial.parameters(), lr=1e-3)
+    stats = pr.rl_step(trial, optimiser, train[:16], prefix_len, cfg, torch.Generator().manual_seed(0))
+    moved = sum(float((p.detach() - b).abs().sum()) for p, b in zip(trial.parameters(), before))
+    return stats, moved
+
+
+for h in (0, 19):
+    stats, moved = one_update(h)
+    print(f"h = {h:2d}: share of groups with a signal {stats['share_nonzero']:.2f}, "
+          f"mean reward {stats['mean_reward']:.3f}, total parameter change {moved:.3g}")
+    assert (moved == 0) == (stats["share_nonzero"] == 0)
+
+# %% [markdown]
+# (A nearly untrained model is used here so that the two cases are clear-cut: from the start it never
+# solves 20 steps; with one step left, a guess is sometimes right.)
+#
+# ## Exercises
+#
+# **Exercise 1.** Write `group_advantages(rewards)` for a `(B, G)` array of rewards: subtract each
+# row's mean and divide by its standard deviation (population, not sample) plus $10^{-6}$.
+
+# %% tags=["solution", "hide-input"]
+def group_advantages(rewards):
+    rewards = np.asarray(rewards, dtype=float)
+    mean = rewards.mean(axis=1, keepdims=True)
+    return (rewards - mean) / (rewards.std(axis=1, keepdims=True) + 1e-6)
+
+
+# %%
+pr.check_group_advantages(group_advantages)
+
+# %% [markdown]
+# **Exercise 2.** Write `group_signal_probability(p, G)`: the probability that $G$ independent
+# rollouts with success probability $p$ are neither all failures nor all successes.
+
+# %% tags=["solution", "hide-input"]
+def group_signal_probability(p, G):
+    p = np.asarray(p, dtype=float)
+    return 1 - (1 - p) ** G - p**G
+
+
+# %%
+pr.check_group_signal_probability(group_signal_probability)
+
+# %% [markdown]
+# **Exercise 3 (open).** `rl_step` uses the plain policy-gradient loss. Replace it by
+# `rl.clipped_surrogate` with several updates per batch. When does that differ, and what does the
+# prefix change about the ratio $\pi_\theta / \pi_{\text{old}}$?
+#
+# ## Summary
+#
+# PrefixRL is a small change to group-relative RL: the prompt is extended by a prefix of a correct
+# trace and the loss is masked to the completion. Everything else (sampling, rewards, advantages, the
+# optimiser) is standard. Exact success probabilities, available because each problem has one correct
+# answer, let the experiment measure progress on hard problems without sampling noise.
