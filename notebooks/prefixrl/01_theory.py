@@ -91,7 +91,8 @@ print(f"no prefix: p = {q ** H:.1e}, a group of {G} has a signal with probabilit
 # experiment's starved regime).*
 #
 # Without a prefix the problem is practically invisible to RL: about one group in three thousand has
-# a signal. With $h$ between 10 and 18 most groups do. Finding one correct trace costs $1/p$ samples
+# a signal. With $h$ between 10 and 18 (the experiment's range) the chance rises from about 5% to
+# about 97%, about 40% on average; a model that improves along the way pushes it higher. Finding one correct trace costs $1/p$ samples
 # once; RL without a prefix would pay that for every useful update.
 #
 # ## The prefixed objective keeps the optimum
@@ -138,7 +139,7 @@ iterations = {start: [pr.softmax_pg_lock(H, n_actions=4, start=start) for H in h
 fig, ax = plt.subplots(figsize=(6, 3.4))
 for start, label in [("start", "start state only"), ("resets", "uniform over prefix states")]:
     ax.plot(horizons, iterations[start], marker="o", label=label)
-ax.set(xlabel="horizon $h$", ylabel="iterations to success 0.9", yscale="log")
+ax.set(xlabel="horizon $H$", ylabel="iterations to success 0.9", yscale="log")
 ax.legend(fontsize="small")
 plt.show()
 print(iterations)
@@ -147,12 +148,18 @@ print(iterations)
 # *Figure 2. Iterations of exact softmax policy gradient (step size 1) until the start state succeeds
 # with probability 0.9, on a lock with four actions per state, against the horizon (log scale).*
 #
+# For very short locks, resets are slightly slower: they spread the weight $1/H$ over all states, so
+# the start state gets less of it. From $H = 4$ on, the start-only count grows by a factor of about
+# three per extra step, the reset count by a small additive amount.
+#
 # ## Back-generalization needs shared parameters
 #
 # PrefixRL in the experiment never trains on the first half of the positions: prefixes are at least
-# half the trace long. With a tabular policy, states that are never visited never change, so the
-# unprefixed problem could not improve. A neural policy shares its parameters across positions: what it
-# learns about "the next step of the chain" at position 15 applies at position 3. On a lock of six
+# half the trace long. With a tabular policy, states that are never trained never change: the
+# unprefixed success can improve only through the later states and stays capped by the untrained
+# first step. A neural policy shares its parameters across positions: what it learns about "the next
+# step of the chain" at position 15 can apply at position 3, as long as the computation there is the
+# same. On a lock of six
 # steps with four actions, exact policy gradient trained only from the prefix states 1 to 5
 # ($\rho(0) = 0$), once with a tabular policy and once with one extra logit for "the correct action"
 # shared by all states:
@@ -177,20 +184,21 @@ assert final.loc["tabular", "p_start"] == 0.25  # never trained, still uniform o
 # the start state, which is never trained on (right), for a tabular policy and for a policy with one
 # shared parameter.*
 #
-# Both policies learn the prefixed problems. Only the shared one improves the start state: the
-# tabular start state stays at 1 in 4, so the unprefixed success can only come from the states it
-# did learn.
+# Both policies learn the prefixed problems. Only the shared one improves the start state's own step:
+# the tabular start state stays at 1 in 4, which caps its no-prefix success at 0.25. The shared
+# parameter here is a logit for the correct action itself, the most favourable case for sharing; in
+# a network, how far sharing carries depends on how similar the positions' computations are.
 
 # %% [markdown]
 # ## What to expect in the experiment
 #
 # - Without prefixes, group-relative RL on the starved problems (per-step accuracy about 0.6 over 20
-#   steps) should see almost no group with a signal and stay at the base model's pass rate.
-# - With prefixes of 10 to 18 steps most groups carry a signal, and the no-prefix success should rise
+#   steps) should see almost no group with a signal and stay near the base model's pass rate.
+# - With prefixes of 10 to 18 steps many groups carry a signal, and the no-prefix success should rise
 #   through shared parameters, including at the positions that were never completions.
-# - SFT on the same correct traces is a strong baseline here: the traces are exactly what a correct
-#   policy would write, so imitating them is not harmful. The paper's advantage over SFT-then-RL comes
-#   from traces that are *very* off-policy; our oracle traces are not.
+# - SFT on the same correct traces should be a strong baseline here: the traces are exactly what a
+#   correct policy would write, so imitating them is not harmful. The paper's advantage over
+#   SFT-then-RL comes from traces that are *very* off-policy; our oracle traces are not.
 #
 # ## Summary
 #

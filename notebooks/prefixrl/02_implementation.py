@@ -57,7 +57,7 @@ from replib.papers import prefixrl as pr
 core.set_style()
 profile = core.resolve_profile()
 torch.set_num_threads(2)
-demo_steps = {"smoke": 60, "book": 300, "paper": 600}[profile]
+demo_steps = {"smoke": 60, "book": 300, "paper": 300}[profile]
 
 # %% [markdown]
 # ## 1. A chain of easy steps
@@ -67,6 +67,10 @@ demo_steps = {"smoke": 60, "book": 300, "paper": 600}[profile]
 # fixed operation table $f$ on the digits. The reward is 1 only if all $L$ digits are right, so there
 # is exactly one correct answer. (The digest proposed $f(a, d) = a + d \bmod 10$; our tiny model could
 # not learn modular addition in the budget, see the module's notes, so $f$ is a fixed random table.)
+# Because $f$ is a fixed function and the step alternates between two digits, every chain ends in a
+# cycle (the second answer below settles into one): late in a chain, a step often repeats the value
+# two steps back. The first step is special too: it reads $v_0$ from the prompt, every later step
+# reads the previous answer digit.
 
 # %%
 problems = pr.all_problems()[[123, 456]]
@@ -92,7 +96,7 @@ print("four noisy answers to the first problem:\n", noisy)
 # ## 2. The base model, and its exact success probability
 #
 # The shared tiny GPT-2 (two layers, width 32, random init) is trained on the noisy answers, with the
-# loss on the answer tokens only. The experiment trains 600 steps; here fewer:
+# loss on the answer tokens only. The experiment trains 600 steps at the book profile; here fewer:
 
 # %%
 cfg = core.configure(pr.EXPERIMENT_PROFILES, "book", base_steps=demo_steps)
@@ -134,6 +138,9 @@ plt.show()
 # *Figure 1. The briefly trained base model on the 744 held-out problems: probability of the correct
 # step at each position given a correct history (left), and the exact probability of finishing
 # correctly from a correct prefix of length $h$ (right, log scale).*
+#
+# Position 1 lags behind: it is the one step computed from prompt tokens, a slightly different
+# computation that the model learns later.
 #
 # ## 3. Prefixed problems and rollouts
 #
