@@ -214,12 +214,13 @@ if {"prefixrl", "sft_rl"} <= set(means.index):
 # - **Back-generalization (c3 holds, +0.29).** At positions 1 to 10, where PrefixRL never sampled a
 #   token, the probability of the correct step rose from 0.59 to 0.89 (0.60 to 0.94 without position
 #   1): a rule learned late in the chain is used early in the chain too. Position 1 is the exception;
-#   its accuracy fell (about 0.54 to 0.45 in the map). It is the one step that reads its input from
-#   the prompt rather than from the answer, a computation PrefixRL never practises, and it now limits
-#   the no-prefix success.
-# - **GRPO moved without a signal.** Its map fell slightly (0.59 to 0.56 at positions 1 to 10) after
-#   about two groups with a signal in 4,800: Adam normalises each parameter's step, and its momentum
-#   keeps moving the weights for many steps after one lucky group.
+#   its accuracy fell (about 0.54 to 0.45 in the map) and now limits the no-prefix success. It is the
+#   one step that reads its input from the prompt rather than from the answer, so what PrefixRL learns
+#   does not carry over to it; GRPO, which had almost no signal, shows the same fall, so it is drift
+#   of the shared weights rather than something PrefixRL's training does to that position.
+# - **GRPO moved without a signal.** Its map fell slightly (0.59 to 0.56 at positions 1 to 10, most at
+#   position 1) after about two groups with a signal in 4,800: Adam normalises each parameter's step,
+#   and its momentum keeps moving the weights for many steps after one lucky group.
 # - **Against SFT-then-RL the paper's headline reverses here (m1 = 0.27; m2 undefined).** SFT on the
 #   same 256 correct traces, trained to convergence, raised the per-step accuracy to 0.98 before any
 #   RL (held-out pass@1 about 0.6); RL then took it to 0.57 to 0.77, three to four times PrefixRL's.
