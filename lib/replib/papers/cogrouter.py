@@ -127,6 +127,14 @@ Fidelity notes (the paper's numbers are from an LLM; everything else is the dige
   a seed gives the same numbers on every run with the same thread count.
 * Claim conventions (:func:`claim_values`): final evaluation at temperature 0.4; c3 pools the
   steps of recall and plan stages; claims needing a missing method are nan.
+* Profiles (:data:`EXPERIMENT_PROFILES`): ``smoke`` (1 seed, CoSFT 40 steps, 10 iterations, cosft /
+  copo / grpo; about 1 s), ``book`` (seeds 0-2, CoSFT 400 steps, 500 iterations of each of the five
+  RL methods, evaluation every 25 iterations on 300 episodes; measured 57 s on one thread of a
+  2-core machine, about 19 s per seed; the digest's pilot used 200 iterations), ``paper`` (5 seeds,
+  1500 iterations, 1000 evaluation episodes). One thread: two are not faster for these MLPs.
+* Exploratory regime search (:func:`regime_sweep`, not judged): CoPO vs GRPO for settings of the
+  learning rate, the KL coefficient, the evaluation temperature, the number of iterations and the
+  variant (the digest's "strong" DepthWorld above).
 """
 
 from __future__ import annotations
@@ -463,7 +471,7 @@ def cosft(policy: LevelPolicy, steps: int, seed: int, batch: int = 256, lr: floa
           label_noise: float = 0.3) -> np.ndarray:
     """Stage 1, CoSFT (in place): ``steps`` Adam steps of cross-entropy on the level head (level
     label) plus the action head (correct action from the labelled level's view), on fresh
-    :func:`cosft_batch` es. Returns the losses."""
+    batches from :func:`cosft_batch`. Returns the losses."""
     rng = np.random.default_rng([seed, 6])
     optimiser = torch.optim.Adam(policy.parameters(), lr=lr)
     losses = np.empty(steps)
@@ -688,7 +696,7 @@ def evaluate(policy: LevelPolicy, tasks: dict, rng: np.random.Generator, tempera
     return summary, rows
 
 
-def premise(policy: LevelPolicy, n_episodes: int, seed: int, k: float = 2.0) -> tuple[dict, list]:
+def premise(policy: LevelPolicy, n_episodes: int, seed: int) -> tuple[dict, list]:
     """Claim 1's premise check: ``n_episodes`` episodes of ``policy`` (the CoSFT policy) at
     temperature 1; at every step of a successful episode c_l for the four levels as in step 5
     (z_{l_orig} the original thought, fresh thoughts for the others) and the level of highest c_l.
@@ -740,9 +748,9 @@ _COMMON = dict(variant="noisy", cosft_batch=256, cosft_lr=3e-3, label_noise=0.3,
 EXPERIMENT_PROFILES = {
     "smoke": dict(seeds=[0], cosft_steps=40, iterations=10, eval_every=5, n_eval=100, n_premise_episodes=64,
                   methods=["cosft", "copo", "grpo"], **_COMMON),
-    "book": dict(seeds=[0, 1, 2], cosft_steps=400, iterations=200, eval_every=25, n_eval=300,
+    "book": dict(seeds=[0, 1, 2], cosft_steps=400, iterations=500, eval_every=25, n_eval=300,
                  n_premise_episodes=400, methods=list(METHODS), **_COMMON),
-    "paper": dict(seeds=[0, 1, 2, 3, 4], cosft_steps=400, iterations=600, eval_every=50, n_eval=1000,
+    "paper": dict(seeds=[0, 1, 2, 3, 4], cosft_steps=400, iterations=1500, eval_every=50, n_eval=1000,
                   n_premise_episodes=1000, methods=list(METHODS), **_COMMON),
 }
 
@@ -772,8 +780,8 @@ def _expansion_rows(seed, method, iteration, batch, policy) -> list:
         here = batch["exp_type"] == t
         if here.any():
             row = {"seed": seed, "method": method, "iteration": iteration, "stage_type": name, "n": int(here.sum())}
-            row.update({f"pi_l{l + 1}": float(pi[here, l].mean()) for l in range(N_LEVELS)})
-            row.update({f"target_l{l + 1}": float(target[here, l].mean()) for l in range(N_LEVELS)})
+            row.update({f"pi_l{j + 1}": float(pi[here, j].mean()) for j in range(N_LEVELS)})
+            row.update({f"target_l{j + 1}": float(target[here, j].mean()) for j in range(N_LEVELS)})
             rows.append(row)
     return rows
 
@@ -842,7 +850,7 @@ def run_seed(cfg, seed: int, progress=None, threads: int = 1) -> dict:
         losses = cosft(policy, cfg.cosft_steps, seed, cfg.cosft_batch, cfg.cosft_lr, cfg.label_noise)
         seconds = {"seed": seed, "cosft_training": time.perf_counter() - start}
         start = time.perf_counter()
-        prem, conf_rows = premise(policy, cfg.n_premise_episodes, seed, cfg.k)
+        prem, conf_rows = premise(policy, cfg.n_premise_episodes, seed)
         seconds["premise"] = time.perf_counter() - start
         eval_tasks = sample_tasks(cfg.n_eval, np.random.default_rng([seed, 3]), cfg.variant)
         out = {"evals": [], "levels": [], "curves": [], "expansion": []}
@@ -1039,7 +1047,7 @@ def grpo_vs_copo_credit_example(pi_hard=(0.25, 0.25, 0.25, 0.25), pi_routine=(0.
     a_plus, a_minus = (1 - p) / sigma, -p / sigma
     eye = np.eye(N_LEVELS)
     w_h, w_r = copo_weights(c_hard, k), copo_weights(c_routine, k)
-    fail_h = sum(pi_h[l] * a_minus * (eye[l] - pi_h) for l in range(3))
+    fail_h = sum(pi_h[j] * a_minus * (eye[j] - pi_h) for j in range(3))
     grads = {
         ("grpo", "hard"): p * a_plus * (eye[3] - pi_h) + fail_h,
         ("grpo", "routine"): np.zeros(N_LEVELS),
@@ -1049,8 +1057,8 @@ def grpo_vs_copo_credit_example(pi_hard=(0.25, 0.25, 0.25, 0.25), pi_routine=(0.
     rows = []
     for (method, step), g in grads.items():
         count = 1 if step == "hard" else n_steps - 1
-        rows += [{"method": method, "step": step, "level": l + 1, "grad": float(g[l]),
-                  "grad_episode": float(count * g[l])} for l in range(N_LEVELS)]
+        rows += [{"method": method, "step": step, "level": j + 1, "grad": float(g[j]),
+                  "grad_episode": float(count * g[j])} for j in range(N_LEVELS)]
     return pd.DataFrame(rows)
 
 
@@ -1084,9 +1092,10 @@ def check_copo_weights(fn) -> None:
 
 def check_level_fixed_point(fn) -> None:
     """Grade an exercise answer ``fn(w)`` -> the level distribution where the expected CoPO update
-    A (w - sum(w) pi) vanishes, for a weight vector or an (n, 4) array of them: w / sum(w)."""
+    A (w - sum(w) pi) vanishes, for a weight vector or an (n, 4) array of them (any positive
+    weights, not only mean-1 ones): w / sum(w) over the last axis."""
     from replib.core.exercises import grade
 
-    cases = [(np.ones(4),), (copo_weights(np.array([0.2, 0.3, 0.4, 0.9])),),
-             (copo_weights(np.random.default_rng(3).random((5, 4))),)]
+    cases = [(np.ones(4),), (np.array([1.0, 2.0, 3.0, 4.0]),), (copo_weights(np.array([0.2, 0.3, 0.4, 0.9])),),
+             (0.5 + np.random.default_rng(3).random((5, 4)),)]
     grade(lambda w: _as_numpy(fn(w)), level_fixed_point, cases, name="level_fixed_point")
