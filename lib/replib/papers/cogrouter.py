@@ -768,8 +768,8 @@ def _method_policy(method: str, cosft_policy: LevelPolicy, init_policy: LevelPol
 
 
 def _expansion_rows(seed, method, iteration, batch, policy) -> list:
-    """Per stage type: mean level-head probabilities at the expanded states (before the update) and
-    the mean predicted fixed point w / sum(w)."""
+    """Per stage type: mean level-head probabilities at the expanded states (after that iteration's
+    update) and the mean predicted fixed point w / sum(w)."""
     if batch["n_expanded"] == 0:
         return []
     with torch.no_grad():
