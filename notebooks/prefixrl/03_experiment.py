@@ -132,6 +132,12 @@ for method, group in steps.groupby("method", sort=False):
 ax.set(xlabel="rl step", ylabel="share of groups with a signal", ylim=(-0.02, 1.02))
 ax.legend(fontsize="small")
 plt.show()
+
+# %% [markdown]
+# The share of groups with a signal and the mean reward of the rollouts, averaged over all RL steps
+# and seeds:
+
+# %%
 steps.groupby("label")[["share_nonzero", "mean_reward"]].mean().round(3)
 
 # %% [markdown]
