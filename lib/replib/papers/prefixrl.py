@@ -435,7 +435,7 @@ _COMMON = dict(eps=0.4, n_layer=2, n_embd=32, n_head=4, base_batch=128, base_lr=
                methods=["prefixrl", "grpo", "sft_rl"])
 EXPERIMENT_PROFILES = {
     "smoke": dict(seeds=[0], L=8, base_steps=60, rl_steps=5, eval_every=5, **_COMMON),
-    "book": dict(seeds=[0, 1, 2], L=20, base_steps=600, rl_steps=100, eval_every=10, **_COMMON),
+    "book": dict(seeds=[0, 1, 2], L=20, base_steps=600, rl_steps=100, eval_every=20, **_COMMON),
     "paper": dict(seeds=[0, 1, 2, 3, 4], L=20, base_steps=600, rl_steps=300, eval_every=10, **_COMMON),
 }
 
