@@ -1,0 +1,219 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Edit refinement for masked diffusion LMs: implementation
+#
+# This notebook builds ME-DLM from `replib.papers.me_dlm` and the shared two-head bidirectional
+# transformer `replib.models.masked_lm.TwoHeadMLM`, each piece next to the step of the official code it
+# implements, and checked on small inputs.
+#
+# **Learning goals.** After this notebook you can
+#
+# 1. set up a toy whose valid answers depend on each other across positions;
+# 2. run the parallel draft (phase A) with its confidence order and pass schedule;
+# 3. build the edit labels of a draft and apply an edit pass (phase B), including its
+#    substitution-only ablation;
+# 4. describe the two training modes: plain masked diffusion and on-policy edit training.
+
+# %%
+# Colab set-up: installs the book's package, replib, from its repository (branch main).
+# Anywhere else (a local clone, the book build, CI) this cell does nothing.
+import sys
+
+if "google.colab" in sys.modules:
+    import subprocess
+
+    package = "replib @ git+https://github.com/icml2026-replications/replib-book.git@main"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", package], check=True)
+
+# %%
+import numpy as np
+import torch
+
+from replib import core
+from replib.models.masked_lm import TwoHeadMLM
+from replib.papers import me_dlm as md
+
+core.set_style()
+torch.set_num_threads(1)
+
+# %% [markdown]
+# ## 1. One prompt, three valid answers
+#
+# The prompt is a string of 3 to 5 digits; a valid answer is its reverse, its sorted digits, or every
+# digit doubled. The training answer is one of the three at random. The answers share positions but
+# differ in content and length, so the per-position marginals mix them, like "2+2=5".
+
+# %%
+prompt = (3, 1, 2)
+for answer in md.valid_answers(prompt):
+    print("".join(map(str, answer)))
+assert md.is_valid(prompt, (2, 1, 3)) and not md.is_valid(prompt, (2, 1, 2))
+assert md.nearest_valid_distance(prompt, (2, 1, 2)) == 1
+
+# %% [markdown]
+# A sequence is the prompt (left-padded to 5), `SEP` and an 11-slot response canvas: the answer, `<eos>`
+# and `<pad>` up to the canvas. Padding is part of what the model learns, so the length is learned too.
+
+# %%
+ids = md.encode_prompts([prompt])
+canvas = md.clean_canvas([(1, 2, 3)])
+print(" ".join(md.detok(np.concatenate([ids[0], canvas[0]]))))
+assert ids.shape[1] + canvas.shape[1] == md.SEQ_LEN
+
+# %% [markdown]
+# ## 2. The network: a bidirectional transformer with two heads
+#
+# A BERT-style encoder (a `transformers` configuration with random weights; no causal mask) with a token
+# head and an insertion head on every position. The insertion head starts as a copy of the token head,
+# as in the release.
+
+# %%
+model = TwoHeadMLM(md.VOCAB, n_layer=2, n_embd=64, n_head=4, max_len=md.SEQ_LEN, seed=0)
+x = torch.as_tensor(np.concatenate([ids, canvas], 1))
+cur, nxt = model(x)
+print(f"{sum(p.numel() for p in model.parameters()):,} parameters; logits {tuple(cur.shape)} from each head")
+assert torch.allclose(cur, nxt)
+
+# %% [markdown]
+# ## 3. Phase A: the parallel draft
+#
+# The canvas starts fully masked. Each forward pass predicts every masked position (never `<del>`),
+# and commits the $n_s$ most confident ones; confidence is computed with `<pad>` also forbidden, so
+# positions that want padding are committed last. With $L = 11$ positions and $S$ passes the schedule
+# gives $\lfloor L/S \rfloor + 1$ tokens in the first $L \bmod S$ passes and $\lfloor L/S \rfloor$ after. At the end
+# `<pad>` is deleted and the last token becomes `<eos>`.
+
+# %%
+core.show_source(md.draft)
+
+# %%
+for S in (1, 3, 11):
+    print(f"S = {S:2d}: tokens per pass {md.step_schedule(md.CANVAS, S)}")
+out = md.draft(model, [prompt, (5, 0, 7, 7)], S=3)
+print("untrained drafts:", [" ".join(md.detok(r)) for r in out["responses"]])
+assert out["forward_passes"] == 3 and all(r[-1] == md.EOS and md.PAD not in r for r in out["responses"])
+
+# %% [markdown]
+# ## 4. Phase B: labels and one edit pass
+#
+# The labels of a draft come from the canonical minimal edit script against the clean answer (theory
+# notebook); `apply_edits` is the inference update. `edit_labels` takes the draft *without* its final
+# `<eos>`, so for n draft tokens it returns n + 1 token labels (the last one is that `<eos>`) and
+# n + 1 gap labels. A gap right after a deleted position stays unlabelled ("ignored"): at inference
+# its proposal is dropped together with the deleted token. Applying the *oracle* labels once repairs
+# a draft whose every gap needs at most one insertion:
+
+# %%
+draft_tokens = [2, 2, 9, 3]  # for the prompt (3, 1, 2), close to the valid "213"
+target = [2, 1, 3]
+token_labels, gap_labels = md.edit_labels(draft_tokens, target)
+def show(labels):
+    return " ".join("(ignored)" if t == md.IGNORE else md.detok([t])[0] for t in labels)
+
+
+print("token labels:", show(token_labels))
+print("gap labels:  ", show(gap_labels), " (gap k: the slot before draft position k)")
+after = md.apply_edits(draft_tokens + [md.EOS], token_labels, gap_labels)
+print("after one oracle pass:", " ".join(md.detok(after)))
+assert after == target + [md.EOS]
+
+# %% [markdown]
+# With the model, `edit_passes` runs the release's phase B: $r$ from the token head, $g$ from the
+# insertion head of the previous position, all edits in parallel, convergence when nothing changes.
+# The substitution-only ablation applies the replacements and nothing else, so lengths never change.
+
+# %%
+drafts = md.draft(model, [prompt, (5, 0, 7, 7)], S=1)["responses"]
+full = md.edit_passes(model, [prompt, (5, 0, 7, 7)], drafts, E=2)
+substitution = md.edit_passes(model, [prompt, (5, 0, 7, 7)], drafts, E=2, substitution_only=True)
+for name, res in (("full", full), ("substitution only", substitution)):
+    print(f"{name:18s}", [" ".join(md.detok(r)) for r in res["states"][2]], "forward passes", res["forward_passes"])
+assert [len(r) for r in substitution["states"][2]] == [len(r) for r in drafts]
+
+# %% [markdown]
+# ## 5. Training
+#
+# **Mask mode** (plain masked diffusion; phase 1 of ME-DLM and the whole MDLM baseline): draw a mask
+# rate $t \sim U(0, 1)$ per row, mask each response token (padding included) with probability $t$, and
+# train the token head on the masked positions and the insertion head at position $p$ on the token at
+# $p + 1$ when that one is masked; the row's loss is
+# $(\overline{\mathrm{CE}}_{\text{cur}} + \overline{\mathrm{CE}}_{\text{nxt}})/t$, as in the release, where each
+# packed row draws its own $t$; the batch loss is the mean over rows. Note the extra $1/t$: the
+# release averages the cross-entropy over masked tokens *and* divides by $t$, so rows with few masks
+# weigh most (LLaDA's ELBO sums over masked tokens instead, which cancels that factor on average).
+#
+# **Edit mode** (half of ME-DLM's phase-2 batches): mask the clean response at rate $t$, let the
+# *current* model fill the masks $P \in \{2, 4, 8, 11\}$ at a time in random order, delete padding, apply
+# $k$ edit passes of the current model ($k = \lfloor \text{progress} \cdot E_{\max} \rfloor$ grows from 0 to 3
+# over the phase with $E_{\max} = 4$, a curriculum; the release goes from 0 to 31), then train
+# both heads on every response position against the labels of the resulting draft. One loss
+# evaluation of each mode on a small batch:
+
+# %%
+rng = np.random.default_rng(0)
+prompts = md.draw_prompts(8, rng)
+answers = [md.valid_answers(p)[int(rng.integers(3))] for p in prompts]
+t = np.full(len(prompts), 0.5)  # one mask rate per row
+loss, parts = md.mask_mode_loss(model, prompts, answers, t=t, rng=rng)
+print("mask mode:", {key: round(float(value), 3) for key, value in parts.items()})
+responses = md.edit_mode_batch(model, prompts, answers, t=t, k=1, rng=rng)
+loss, parts = md.edit_mode_loss(model, prompts, answers, responses, t=t)
+print("edit mode:", {key: round(float(value), 3) for key, value in parts.items()})
+assert torch.isfinite(loss)
+
+# %% [markdown]
+# ## Exercises
+#
+# **Exercise 1.** Write `levenshtein(a, b)`, the edit distance with unit costs for replacing, deleting
+# and inserting a token.
+
+# %% tags=["solution", "hide-input"]
+def levenshtein(a, b):
+    previous = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        current = [i]
+        for j, y in enumerate(b, 1):
+            current.append(min(previous[j - 1] + (x != y), previous[j] + 1, current[j - 1] + 1))
+        previous = current
+    return previous[-1]
+
+
+# %%
+md.check_levenshtein(levenshtein)
+
+# %% [markdown]
+# **Exercise 2.** Write `step_schedule(L, S)`: the number of tokens committed in each of $S$ passes,
+# $\lfloor L/S \rfloor + 1$ for the first $L \bmod S$ passes and $\lfloor L/S \rfloor$ after.
+
+# %% tags=["solution", "hide-input"]
+def step_schedule(L, S):
+    q, r = divmod(L, S)
+    return [q + 1 if s < r else q for s in range(S)]
+
+
+# %%
+md.check_step_schedule(step_schedule)
+
+# %% [markdown]
+# **Exercise 3 (open).** In `edit_mode_batch`, the drafts are filled in *random* order, while inference
+# commits the most confident positions first. What would change if training drafts used the
+# confidence order too?
+#
+# ## Summary
+#
+# ME-DLM is one network with two heads and two decoding phases: a confidence-ordered parallel draft and
+# a few parallel edit passes. Its edit training uses the model's own drafts and labels from a canonical
+# minimal edit script; the plain masked diffusion LM is the same network trained in mask mode only.

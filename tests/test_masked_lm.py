@@ -1,0 +1,42 @@
+"""Unit tests of replib.models.masked_lm (the two-head bidirectional transformer)."""
+
+import torch
+
+from replib.models.masked_lm import TwoHeadMLM
+
+
+def small(seed=0):
+    return TwoHeadMLM(15, n_layer=1, n_embd=16, n_head=2, max_len=17, seed=seed)
+
+
+def test_seed_determinism_and_global_rng_untouched():
+    torch.manual_seed(123)
+    before = torch.rand(1)
+    torch.manual_seed(123)
+    a, b, c = small(0), small(0), small(1)
+    assert torch.equal(torch.rand(1), before)  # the global RNG was not consumed
+    ids = torch.randint(0, 15, (3, 17), generator=torch.Generator().manual_seed(0))
+    for x, y in zip(a(ids), b(ids)):
+        assert torch.equal(x, y)
+    assert not torch.equal(a(ids)[0], c(ids)[0])
+
+
+def test_heads_equal_at_init_and_shapes():
+    model = small()
+    ids = torch.randint(0, 15, (2, 9), generator=torch.Generator().manual_seed(1))
+    cur, nxt = model(ids)
+    assert cur.shape == nxt.shape == (2, 9, 15)
+    assert torch.equal(cur, nxt)
+    assert model.token_head.weight.data_ptr() != model.insert_head.weight.data_ptr()  # a copy, not shared
+
+
+def test_bidirectional_and_attention_mask():
+    model = small()
+    ids = torch.randint(0, 15, (1, 10), generator=torch.Generator().manual_seed(2))
+    later = ids.clone()
+    later[0, -1] = (later[0, -1] + 1) % 15
+    with torch.no_grad():
+        assert not torch.allclose(model(ids)[0][0, 0], model(later)[0][0, 0])  # a later token changes position 0
+        mask = torch.ones_like(ids)
+        mask[0, -1] = 0  # hidden: changing it no longer matters
+        assert torch.allclose(model(ids, mask)[0][0, :-1], model(later, mask)[0][0, :-1], atol=1e-6)
