@@ -40,3 +40,12 @@ def test_bidirectional_and_attention_mask():
         mask = torch.ones_like(ids)
         mask[0, -1] = 0  # hidden: changing it no longer matters
         assert torch.allclose(model(ids, mask)[0][0, :-1], model(later, mask)[0][0, :-1], atol=1e-6)
+
+
+def test_every_token_embedding_is_trainable():
+    model = TwoHeadMLM(vocab_size=7, n_layer=1, n_embd=16, n_head=2, max_len=8, seed=0)
+    ids = torch.tensor([[0, 1, 2, 0, 6]])
+    cur, nxt = model(ids)
+    (cur.sum() + nxt.sum()).backward()
+    grad = model.encoder.embeddings.word_embeddings.weight.grad
+    assert grad[0].abs().sum() > 0  # id 0 is a real token (a digit in me_dlm), not frozen padding

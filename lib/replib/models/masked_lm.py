@@ -47,7 +47,7 @@ class TwoHeadMLM(nn.Module):
         config = BertConfig(
             vocab_size=vocab_size, hidden_size=n_embd, num_hidden_layers=n_layer, num_attention_heads=n_head,
             intermediate_size=4 * n_embd, max_position_embeddings=max_len, type_vocab_size=1,
-            hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, pad_token_id=0,
+            hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, pad_token_id=None,  # every id trainable
             position_embedding_type="absolute",
         )
         self.vocab_size, self.max_len = vocab_size, max_len
