@@ -68,7 +68,7 @@ cfg
 # ## Training
 
 # %%
-results = md.run_experiment(cfg, progress=core.progress)
+results = md.run_experiment(cfg, progress=core.progress, threads=2)
 validity = results["validity"]
 table = validity.groupby(["model", "draft_passes", "edit_passes", "mode", "forward_passes"])[["validity", "distance"]]
 table.agg(["mean", "std"]).round(2)
@@ -168,14 +168,14 @@ ledger.table()
 #
 # **At this budget the network has not learned the task, so the book-profile verdicts say little
 # about the paper.** Every claim fails, and for one reason. Even decoded one token per pass, the
-# MDLM gives a valid answer only about a third of the time (31%, with a standard deviation of 24
+# MDLM gives a valid answer only about a third of the time (32%, with a standard deviation of 23
 # points over seeds), while the MDLM's one-pass drafts are valid 6% of the time. The gap of 26 points
 # is real but short of the declared 40 (c1). ME-DLM's edit heads are worse off: after 400 steps, half of
 # them in edit mode, the token head has not yet learned to *copy* a correct token. In mask mode it is
 # only ever trained on masked positions, so copying starts from scratch in phase 2. The edit passes
 # therefore rewrite almost every draft: the validity of ME-DLM's one-pass drafts falls from 6% to 1%
 # after two edit passes (c2, c3a, c3b),
-# and 96% of the drafts that were valid are broken (c4). Substitution-only editing does less harm
+# and 94% of the drafts that were valid are broken (c4). Substitution-only editing does less harm
 # because it cannot change the length (c5, exploratory).
 #
 # We read these failures as under-training, not as evidence against the method. Two diagnostics
