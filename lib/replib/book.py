@@ -86,8 +86,12 @@ def smoke() -> Path:
                OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
                PYTHONPATH=os.pathsep.join(filter(None, [str(root / "tools" / "offline"),
                                                        os.environ.get("PYTHONPATH")])))
+    # Two xdist workers start kernels over TCP at the same time and now and then pick the same port
+    # ("Address already in use", then "Kernel didn't respond"): rerun only those start-up failures.
+    kernel_start = ["--reruns", "2", "--only-rerun", "ZMQError", "--only-rerun", "Address already in use",
+                    "--only-rerun", "Kernel didn't respond"]
     cmd = [_bin("pytest"), "--nbmake", "--nbmake-kernel=python3", "--nbmake-timeout=600", "--overwrite",
-           "-n", "2", "-p", "no:cacheprovider", "-o", "addopts=", "--rootdir", str(stage), "-v",
+           "-n", "2", "-p", "no:cacheprovider", "-o", "addopts=", *kernel_start, "--rootdir", str(stage), "-v",
            str(stage / "notebooks")]
     subprocess.run(cmd, check=True, env=env, cwd=stage)
     if offline_log.is_file() and offline_log.read_text().strip():
