@@ -1,8 +1,11 @@
 """The `replib` command refuses bad requests before anything runs (exit 2, naming valid choices)."""
 
+import json
+
 import pytest
 
 from replib.cli import UsageError, main, parse_assignments, plan_run
+from replib.core.fingerprint import NOTEBOOKS
 
 
 def test_parse_assignments():
@@ -35,3 +38,66 @@ def test_list_and_check_report_chapters_and_verdicts(capsys):
     assert "bidprice_routing:" in out and "c1a_mean_e2e" in out
     assert main(["check"]) == 0
     assert "every results file matches its sources" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["run", "bidprice_routing", "--jobs", "0"], "--jobs must be at least 1"),
+    (["run"], "name at least one chapter, or --all; valid chapters: "),
+    (["student", "nochapter"], "valid chapters: "),
+    (["run", "bidprice_routing", "-p", "seeds"], "-p expects NAME=VALUE"),
+])
+def test_bad_requests_exit_2_naming_the_valid_choices(argv, message, capsys):
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_check_sees_stale_results_and_exits_1(monkeypatch, capsys):
+    monkeypatch.setattr("replib.core.results.fingerprint", lambda slug: "a source changed")
+    assert main(["check"]) == 1
+    out = capsys.readouterr().out
+    assert "bidprice_routing.json: sources changed since it was produced" in out
+    assert "replib run bidprice_routing --profile book --update-results" in out
+
+
+def test_run_executes_a_chapter_end_to_end(tmp_path, capsys):
+    """The fastest chapter at smoke: three executed notebooks, a results file with every notebook's
+    runtime, and the claims table on stdout."""
+    assert main(["run", "mwcp_pruning", "--profile", "smoke", "--out", str(tmp_path)]) == 0
+    out_dir = tmp_path / "mwcp_pruning"
+    assert sorted(p.name for p in out_dir.glob("*.ipynb")) == [f"{s}.ipynb" for s in NOTEBOOKS]
+    results = json.loads((out_dir / "mwcp_pruning.json").read_text())
+    assert results["profile"] == "smoke" and set(results["runtime_s"]) == set(NOTEBOOKS)
+    assert all(c["verdict"].startswith("not judged") for c in results["claims"])
+    table = capsys.readouterr().out
+    assert "mwcp_pruning (profile smoke" in table and "c1a_beats_random_30" in table
+
+
+def _fake_results(slug, profile):
+    return {"slug": slug, "profile": profile, "seeds": [0], "claims": [], "fingerprint": "f",
+            "runtime_s": {s: 1.0 for s in NOTEBOOKS}}
+
+
+def test_update_results_and_jobs_write_atomically(tmp_path, monkeypatch, capsys):
+    written = tmp_path / "results"
+    monkeypatch.setattr("replib.cli.run_chapter", lambda slug, profile, *a, **k: _fake_results(slug, profile))
+    monkeypatch.setattr("replib.core.results.results_dir", lambda: written)
+    monkeypatch.setattr("replib.core.results.write_scoreboard", lambda: tmp_path / "scoreboard.md")
+    argv = ["run", "foam", "prefixrl", "--profile", "book", "--update-results", "--out", str(tmp_path / "o")]
+    assert main(argv) == 0
+    assert sorted(p.name for p in written.iterdir()) == ["foam.json", "prefixrl.json"]
+    assert json.loads((written / "foam.json").read_text())["slug"] == "foam"
+    assert "updated data/results/" in capsys.readouterr().out
+
+
+def test_jobs_run_chapters_in_parallel_and_report_each_failure(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr("replib.cli.run_chapter", _run_or_fail)
+    argv = ["run", "foam", "prefixrl", "--profile", "smoke", "--jobs", "2", "--out", str(tmp_path)]
+    assert main(argv) == 1
+    captured = capsys.readouterr()
+    assert "foam (profile smoke" in captured.out and "prefixrl: FAILED: boom" in captured.err
+
+
+def _run_or_fail(slug, profile, params, out, on_notebook=None):
+    if slug == "prefixrl":
+        raise RuntimeError("boom")
+    return _fake_results(slug, profile)

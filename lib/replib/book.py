@@ -12,6 +12,7 @@ from pathlib import Path
 import yaml
 
 from .core.paths import require_repo_root
+from .core.results import missing_smoke_values
 
 ENV_FILES = ("pyproject.toml", "environment.yml", "requirements-lock.txt")
 STAMP = "replib-stamp.txt"
@@ -74,6 +75,16 @@ def _stage(root: Path, stage: Path) -> None:
     (stage / "_config.yml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
 
 
+def smoke_env(root: Path, offline_log: Path) -> dict:
+    """The environment of the smoke run's kernels: smoke profile, one thread, the network guard of
+    tools/offline loaded through PYTHONPATH (it logs every attempt to `offline_log`)."""
+    return dict(os.environ, REPLIB_PROFILE="smoke", REPLIB_PROGRESS="0", REPLIB_OFFLINE="1",
+                REPLIB_OFFLINE_LOG=str(offline_log), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
+                OPENBLAS_NUM_THREADS="1",
+                PYTHONPATH=os.pathsep.join(filter(None, [str(root / "tools" / "offline"),
+                                                        os.environ.get("PYTHONPATH")])))
+
+
 def smoke() -> Path:
     """The notebook half of `make test`: every notebook under nbmake at the smoke profile, two at a
     time, with the network blocked for their kernels; then the book built from those executed
@@ -82,10 +93,7 @@ def smoke() -> Path:
     stage = root / "runs" / "smoke"
     _stage(root, stage)
     offline_log = stage / "network-attempts.log"
-    env = dict(os.environ, REPLIB_PROFILE="smoke", REPLIB_PROGRESS="0", REPLIB_OFFLINE="1", REPLIB_OFFLINE_LOG=str(offline_log),
-               OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
-               PYTHONPATH=os.pathsep.join(filter(None, [str(root / "tools" / "offline"),
-                                                       os.environ.get("PYTHONPATH")])))
+    env = dict(smoke_env(root, offline_log), REPLIB_RESULTS_DIR=str(stage / "results"))
     # Two xdist workers start kernels over TCP at the same time and now and then pick the same port
     # ("Address already in use", then "Kernel didn't respond"): rerun only those start-up failures.
     kernel_start = ["--reruns", "2", "--only-rerun", "ZMQError", "--only-rerun", "Address already in use",
@@ -96,6 +104,9 @@ def smoke() -> Path:
     subprocess.run(cmd, check=True, env=env, cwd=stage)
     if offline_log.is_file() and offline_log.read_text().strip():
         raise SystemExit(f"notebooks tried to reach the network:\n{offline_log.read_text()}")
+    gaps = missing_smoke_values(stage / "results")
+    if gaps:
+        raise SystemExit("judged claims without a value at the smoke profile:\n  " + "\n  ".join(gaps))
     missing = [str(nb.relative_to(stage)) for nb in sorted(stage.glob("notebooks/*/*.ipynb"))
                if "plt.show()" in nb.read_text() and "image/png" not in nb.read_text()]
     if missing:

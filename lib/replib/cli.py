@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
@@ -111,11 +110,14 @@ def run_chapter(slug: str, profile: str, params: dict, out: str, on_notebook=Non
 
 
 def claims_table(results: dict) -> str:
-    """A plain-text table of one run's claims: value mean ± sd over seeds, threshold, verdict."""
-    rows = [("claim", "value (mean ± sd)", "threshold", "verdict")]
-    rows += [(c["id"], format_value(*(float("nan") if v is None else v for v in (c["mean"], c["sd"]))),
-              f"{c['direction']} {c['threshold']}", c["verdict"]) for c in results["claims"]]
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    """A plain-text table of one run's claims: verdict, role, value mean ± sd over seeds, threshold,
+    how many seeds clear it."""
+    rows = [("claim", "verdict", "role", "value (mean ± sd)", "threshold", "seeds clearing")]
+    rows += [(c["id"], c["verdict"], c["role"],
+              format_value(*(float("nan") if v is None else v for v in (c["mean"], c["sd"]))),
+              f"{c['direction']} {c['threshold']}", f"{c['seeds_clearing']}/{len(c['values'])}")
+             for c in results["claims"]]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)) for row in rows]
     seconds = ", ".join(f"{k} {v:.1f} s" for k, v in results.get("runtime_s", {}).items())
     header = f"{results['slug']} (profile {results['profile']}, seeds {results['seeds']}; {seconds})"
@@ -155,10 +157,10 @@ def cmd_run(args) -> int:
         if slug in results:
             print(claims_table(results[slug]) + "\n")
     if args.update_results:
+        from .core.results import results_dir, write_scoreboard
+
         for slug, res in results.items():
-            shutil.copy2(Path(args.out).resolve() / slug / f"{slug}.json",
-                         require_repo_root() / "data" / "results" / f"{slug}.json")
-        from .core.results import write_scoreboard
+            write_json_atomic(results_dir() / f"{slug}.json", res)
 
         print(f"updated data/results/ and {write_scoreboard()}")
     for slug, err in failed.items():

@@ -1,7 +1,9 @@
-"""Network guard for the test run: with REPLIB_OFFLINE=1, any connection or name lookup that is not
-to this machine (loopback, Unix sockets) raises, and is logged to $REPLIB_OFFLINE_LOG so the test run
-fails even if the notebook's code catches the error. Loaded through PYTHONPATH by `replib smoke`,
-so every Jupyter kernel the notebook tests start inherits it."""
+"""Network guard for the test run: with REPLIB_OFFLINE=1, any connection, datagram or name lookup that
+is not to this machine (loopback, Unix sockets) raises, and is logged to $REPLIB_OFFLINE_LOG so the
+test run fails even if the notebook's code catches the error. Loaded through PYTHONPATH by `replib
+smoke`, so every Jupyter kernel the notebook tests start inherits it. Guarded: socket.connect,
+connect_ex, sendto (UDP), getaddrinfo, gethostbyname, gethostbyname_ex and gethostbyaddr; the
+higher-level clients (urllib, http.client, requests, DNS resolvers) all go through these."""
 
 import os
 import socket
@@ -21,8 +23,10 @@ if os.environ.get("REPLIB_OFFLINE") == "1":
                 handle.write(f"{os.getcwd()}\t{target!r}\n")
         raise ConnectionRefusedError(f"replib offline guard: no network at run time (tried {target!r})")
 
-    _connect, _connect_ex = socket.socket.connect, socket.socket.connect_ex
-    _getaddrinfo = socket.getaddrinfo
+    _socket = socket.socket
+    _connect, _connect_ex, _sendto = _socket.connect, _socket.connect_ex, _socket.sendto
+    _lookups = {name: getattr(socket, name)
+                for name in ("getaddrinfo", "gethostbyname", "gethostbyname_ex", "gethostbyaddr")}
 
     def _check(sock, address):
         if sock.family in (socket.AF_INET, socket.AF_INET6) and not _is_local(address[0]):
@@ -36,10 +40,21 @@ if os.environ.get("REPLIB_OFFLINE") == "1":
         _check(self, address)
         return _connect_ex(self, address)
 
-    def getaddrinfo(host, *args, **kwargs):
-        if not _is_local(host):
-            _refuse(host)
-        return _getaddrinfo(host, *args, **kwargs)
+    def sendto(self, data, *args):
+        _check(self, args[-1])  # sendto(data, address) or sendto(data, flags, address)
+        return _sendto(self, data, *args)
 
-    socket.socket.connect, socket.socket.connect_ex = connect, connect_ex
-    socket.getaddrinfo = getaddrinfo
+    def _guarded(name):
+        lookup = _lookups[name]
+
+        def guarded(host, *args, **kwargs):
+            if not _is_local(host):
+                _refuse(host)
+            return lookup(host, *args, **kwargs)
+
+        guarded.__name__ = name
+        return guarded
+
+    _socket.connect, _socket.connect_ex, _socket.sendto = connect, connect_ex, sendto
+    for _name in _lookups:
+        setattr(socket, _name, _guarded(_name))

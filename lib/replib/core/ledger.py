@@ -1,8 +1,15 @@
 """The claims ledger: chapter.yml declares each claim, the experiment records values, the ledger judges.
 
-A claim is judged on the mean over seeds against the threshold declared before the experiment ran.
-At the smoke profile values are computed but never judged. A claim declared with `judged: false`
-is reported but not judged: a measurement (the default `kind`) or a `kind: check` of the code.
+Every claim has a role (see ROLES). Evidence (headline, mechanism) and preconditions are judged from
+their per-seed values against the threshold declared before the experiment ran:
+
+* holds: the mean clears the threshold and so does every seed;
+* fragile: the mean clears it but at least one seed does not;
+* fails: the mean does not clear it, or some seed of the run produced no value;
+* inconclusive (precondition <id> ...): a precondition listed in ``requires`` did not hold.
+
+Premises (true by construction of the toy), checks (invariants of the code) and measurements are
+reported, never judged; at the smoke profile nothing is judged.
 """
 
 from __future__ import annotations
@@ -19,54 +26,108 @@ from pathlib import Path
 import numpy as np
 
 from .paths import load_chapter, repo_root
+from .profiles import PROFILES
 
 DIRECTIONS = {"<=": float.__le__, ">=": float.__ge__, "<": float.__lt__, ">": float.__gt__}
-CLAIM_KEYS = ("id", "statement", "paper", "metric", "direction", "threshold")
+ROLES = {
+    "headline": "a claim of the paper's abstract or main table, as the paper states it",
+    "mechanism": "why the method should work: an ablation or a control",
+    "precondition": "the rebuild works as the paper assumes; judged first, gates the claims that require it",
+    "premise": "true by construction of the toy; shown, never counted",
+    "check": "an invariant of the code",
+    "measurement": "a number reported beside the paper's, not judged",
+}
+JUDGED_ROLES = ("headline", "mechanism", "precondition")
+EVIDENCE_ROLES = ("headline", "mechanism")
+CLAIM_KEYS = ("id", "role", "statement", "paper", "metric", "direction", "threshold")
 RESULTS_DIR_VAR = "REPLIB_RESULTS_DIR"
-HOLDS, FAILS = "holds", "fails"
+HOLDS, FRAGILE, FAILS, INCONCLUSIVE = "holds", "fragile", "fails", "inconclusive"
+RESULT_KEYS = ("id", "role", "requires", "statement", "metric", "direction", "threshold", "values",
+               "seeds_clearing", "mean", "sd", "interval", "verdict")
+INTERVAL_KIND = "95% t-interval over seeds (rough with three seeds)"
 
 
 def validate_claims(chapter: dict) -> list[dict]:
     """Check the declared claims of a chapter.yml; fail naming the first missing or bad field."""
     claims = chapter.get("claims") or []
-    seen = set()
+    seen: dict[str, dict] = {}
     for claim in claims:
+        cid = claim.get("id", "?")
         missing = [k for k in CLAIM_KEYS if k not in claim]
         if missing:
-            raise ValueError(f"claim {claim.get('id', '?')!r} lacks {', '.join(missing)}")
+            raise ValueError(f"claim {cid!r} lacks {', '.join(missing)}"
+                             + (f"; roles: {', '.join(ROLES)}" if "role" in missing else ""))
+        if claim["role"] not in ROLES:
+            raise ValueError(f"claim {cid!r}: unknown role {claim['role']!r}; valid roles: {', '.join(ROLES)}")
         if claim["direction"] not in DIRECTIONS:
-            raise ValueError(f"claim {claim['id']!r}: direction must be one of {', '.join(DIRECTIONS)}")
+            raise ValueError(f"claim {cid!r}: direction must be one of {', '.join(DIRECTIONS)}")
         if not isinstance(claim["threshold"], (int, float)) or isinstance(claim["threshold"], bool):
-            raise ValueError(f"claim {claim['id']!r}: threshold must be a number")
-        if claim["id"] in seen:
-            raise ValueError(f"claim id {claim['id']!r} is declared twice")
-        seen.add(claim["id"])
+            raise ValueError(f"claim {cid!r}: threshold must be a number")
+        if cid in seen:
+            raise ValueError(f"claim id {cid!r} is declared twice")
+        seen[cid] = claim
+    for claim in claims:
+        for required in claim.get("requires") or []:
+            if seen.get(required, {}).get("role") != "precondition":
+                raise ValueError(f"claim {claim['id']!r} requires {required!r}, which is not a "
+                                 "precondition of the same chapter")
     return claims
 
 
-def verdict(claim: dict, values: list[float], profile: str) -> str:
-    """holds / fails / not judged, from the mean of the per-seed values and the declared threshold."""
-    if not claim.get("judged", True):
-        return f"not judged ({claim.get('kind', 'measurement')})"
+def is_judged(claim: dict) -> bool:
+    """Whether the claim's role is judged (headline, mechanism, precondition)."""
+    return claim["role"] in JUDGED_ROLES
+
+
+def clears(claim: dict, value: float | None) -> bool:
+    """Whether one value clears the claim's declared threshold (a missing value never does)."""
+    if value is None or math.isnan(value):
+        return False
+    return DIRECTIONS[claim["direction"]](float(value), float(claim["threshold"]))
+
+
+def verdict(claim: dict, values: list[float | None], profile: str,
+            unmet_preconditions: tuple[str, ...] = ()) -> str:
+    """The verdict of one claim from its value for every seed of the run (None: the seed gave none).
+
+    `unmet_preconditions` are the ids of required preconditions that did not hold.
+    """
+    if profile not in PROFILES:
+        raise ValueError(f"unknown profile {profile!r}; valid profiles: {', '.join(PROFILES)}")
+    if not is_judged(claim):
+        return f"not judged ({claim['role']})"
     if profile == "smoke":
         return "not judged (smoke profile)"
-    present = [v for v in values if v is not None and not math.isnan(v)]
-    if not present:
-        return "not judged (no value)"
-    if len(present) < len(values):  # a seed that produced no value cannot support the claim
+    if unmet_preconditions:
+        return f"{INCONCLUSIVE} (precondition {', '.join(unmet_preconditions)} did not hold)"
+    if not values or not all(v is not None and not math.isnan(v) for v in values):
+        return FAILS  # a seed that produced no value cannot support the claim
+    mean = float(np.mean(values))  # +-inf is a value: e.g. a target never reached
+    if not clears(claim, mean):
         return FAILS
-    mean = float(np.mean(present))  # +-inf is a value: e.g. a target never reached
-    return HOLDS if DIRECTIONS[claim["direction"]](mean, float(claim["threshold"])) else FAILS
+    return HOLDS if all(clears(claim, v) for v in values) else FRAGILE
 
 
-def summarise(values: list[float]) -> tuple[float, float]:
-    """Mean and sample standard deviation (0 for a single seed) of the recorded values."""
-    arr = np.asarray(values, dtype=float)
-    if arr.size == 0:
+def summarise(values: list[float | None]) -> tuple[float, float]:
+    """Mean and sample standard deviation (0 for a single seed); NaN where a value is missing."""
+    arr = np.asarray([math.nan if v is None else v for v in values], dtype=float)
+    if arr.size == 0 or np.isnan(arr).any():
         return math.nan, math.nan
-    if not np.all(np.isfinite(arr)):  # an infinite or missing value: no meaningful spread
+    if not np.all(np.isfinite(arr)):  # an infinite value: no meaningful spread
         return float(arr.mean()), math.nan
     return float(arr.mean()), float(arr.std(ddof=1)) if arr.size > 1 else 0.0
+
+
+def interval(values: list[float | None], level: float = 0.95) -> tuple[float, float]:
+    """Student-t interval for the mean over seeds (NaN with fewer than two finite values)."""
+    from scipy import stats
+
+    arr = np.asarray([math.nan if v is None else v for v in values], dtype=float)
+    if arr.size < 2 or not np.all(np.isfinite(arr)):
+        return math.nan, math.nan
+    mean, sd = summarise(values)
+    half = float(stats.t.ppf(0.5 + level / 2, arr.size - 1)) * sd / math.sqrt(arr.size)
+    return mean - half, mean + half
 
 
 def format_value(mean: float, sd: float) -> str:
@@ -83,6 +144,8 @@ class Ledger:
         self.slug = slug
         self.chapter = load_chapter(slug)
         self.claims = {c["id"]: c for c in validate_claims(self.chapter)}
+        if profile not in PROFILES:
+            raise ValueError(f"unknown profile {profile!r}; valid profiles: {', '.join(PROFILES)}")
         self.profile = profile
         self.seeds = [int(s) for s in seeds]
         self.parameters = dict(parameters or {})
@@ -110,21 +173,29 @@ class Ledger:
                   f"(declared {row['direction']} {row['threshold']}): {row['statement']}")
 
     def judged(self) -> list[dict]:
-        """Every declared claim with its per-seed values, mean, sd and verdict."""
-        rows = []
-        for cid, claim in self.claims.items():
-            values = [self.values[cid][s] for s in self.seeds if s in self.values[cid]]
+        """Every declared claim with its value per seed of the run (None where a seed recorded none),
+        how many seeds clear the threshold, mean, sd, interval and verdict; preconditions first."""
+        order = sorted(self.claims.values(), key=lambda c: c["role"] != "precondition")
+        rows: dict[str, dict] = {}
+        for claim in order:
+            values = [self.values[claim["id"]].get(s) for s in self.seeds]
+            unmet = tuple(p for p in claim.get("requires") or [] if rows[p]["verdict"] != HOLDS)
             mean, sd = summarise(values)
-            rows.append({**claim, "values": values, "mean": mean, "sd": sd,
-                         "verdict": verdict(claim, values, self.profile)})
-        return rows
+            rows[claim["id"]] = {**claim, "requires": list(claim.get("requires") or []), "values": values,
+                                 "seeds_clearing": sum(clears(claim, v) for v in values),
+                                 "mean": mean, "sd": sd, "interval": list(interval(values)),
+                                 "verdict": verdict(claim, values, self.profile, unmet)}
+        return [rows[cid] for cid in self.claims]
 
     def table(self):
-        """The claims table the experiment notebook shows: paper's number, ours, threshold, verdict."""
+        """The claims table the experiment notebook shows: verdict first, then role, the paper's number,
+        ours (mean ± sd over seeds), the threshold and how many seeds clear it."""
         import pandas as pd
 
-        rows = [{"claim": r["id"], "paper": r["paper"], "ours (mean ± sd)": format_value(r["mean"], r["sd"]),
-                 "threshold": f"{r['direction']} {r['threshold']}", "verdict": r["verdict"]}
+        rows = [{"claim": r["id"], "verdict": r["verdict"], "role": r["role"], "paper": r["paper"],
+                 "ours (mean ± sd)": format_value(r["mean"], r["sd"]),
+                 "threshold": f"{r['direction']} {r['threshold']}",
+                 "seeds clearing": f"{r['seeds_clearing']}/{len(self.seeds)}"}
                 for r in self.judged()]
         return pd.DataFrame(rows).set_index("claim")
 
@@ -138,9 +209,8 @@ class Ledger:
             "profile": self.profile,
             "seeds": self.seeds,
             "parameters": _jsonable(self.parameters),
-            "claims": [{k: r[k] for k in ("id", "statement", "metric", "direction", "threshold",
-                                           "values", "mean", "sd", "verdict")}
-                       | {"judged": r.get("judged", True)} for r in self.judged()],
+            "interval_kind": INTERVAL_KIND,
+            "claims": [{k: r[k] for k in RESULT_KEYS} for r in self.judged()],
             "runtime_s": {"03_experiment": round(time.perf_counter() - self._started, 2)},
             "versions": package_versions(),
             "fingerprint": fingerprint(self.slug) if root is not None else None,
@@ -155,13 +225,28 @@ class Ledger:
         return write_json_atomic(Path(directory) / f"{self.slug}.json", self.results())
 
 
-def write_json_atomic(path: Path, data: dict) -> Path:
-    """Write JSON through a temporary file and a rename, so no half-written file is ever left."""
+def write_bytes_atomic(path: Path, data: bytes) -> Path:
+    """Write through a temporary file and a rename: on any failure the old file stays intact and no
+    half-written file is left."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1, allow_nan=True) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
     return path
+
+
+def write_text_atomic(path: Path, text: str) -> Path:
+    """Write UTF-8 text atomically (see write_bytes_atomic)."""
+    return write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def write_json_atomic(path: Path, data: dict) -> Path:
+    """Write JSON atomically (see write_text_atomic)."""
+    return write_text_atomic(path, json.dumps(data, indent=1, allow_nan=True) + "\n")
 
 
 def package_versions() -> dict[str, str]:

@@ -10,22 +10,21 @@ from pathlib import Path
 SOLUTION_TAG = "solution"
 
 
+STUB = 'raise NotImplementedError("write your answer here")'
+
+
 def blank_solution(source: str) -> str:
-    """Keep each top-level function's signature and docstring; replace its body by a stub."""
+    """Keep each top-level function's decorators, signature and docstring; replace its body by a stub
+    that raises NotImplementedError (so the chapter's grader reports "not written yet")."""
     tree = ast.parse(source)
-    lines = source.splitlines()
-    out = []
+    stubs = []
     for node in tree.body:
-        if not isinstance(node, ast.FunctionDef):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             raise ValueError("a solution cell may only define functions")
-        header_end = node.body[0].lineno - 1  # lines up to the first body statement
-        out.extend(lines[node.lineno - 1 : header_end])
-        doc = ast.get_docstring(node)
-        if doc is not None:
-            out.append(f'    """{doc}"""')
-        out.append('    raise NotImplementedError("write your answer here")')
-        out.append("")
-    return "\n".join(out).rstrip() + "\n"
+        doc = ast.get_docstring(node, clean=False)
+        node.body = ([ast.Expr(ast.Constant(doc))] if doc is not None else []) + [ast.parse(STUB).body[0]]
+        stubs.append(ast.unparse(node))
+    return "\n\n\n".join(stubs) + "\n"
 
 
 def write_student_notebooks(chapter_dir: Path, out_dir: Path) -> list[Path]:
