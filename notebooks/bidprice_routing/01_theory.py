@@ -53,7 +53,7 @@ import numpy as np
 import pandas as pd
 
 from replib import core
-from replib.papers import bidprice_routing as bp
+from replib.papers.bidprice_routing import method, theory
 
 core.set_style()
 profile = core.resolve_profile()  # smoke runs fewer knapsack instances; the maths is the same
@@ -79,8 +79,8 @@ instances = {"smoke": 5, "book": 40, "paper": 200}[profile]
 
 # %%
 T = 400
-short = bp.action_column(s=60, o_hat=20, tau=10, T=T)
-long = bp.action_column(s=60, o_hat=300, tau=10, T=T)
+short = method.action_column(s=60, o_hat=20, tau=10, T=T)
+long = method.action_column(s=60, o_hat=300, tau=10, T=T)
 fig, axes = plt.subplots(1, 2, figsize=(9, 3), sharex=True)
 for row, ((a_B, a_M, steps), label) in enumerate([(long, "long request (300 tokens)"),
                                                   (short, "short request (20 tokens)")]):
@@ -151,11 +151,11 @@ print(f"KV token-steps reserved: short {short[1].sum():,}, long {long[1].sum():,
 # %%
 rng = core.seed_everything(0)
 sizes = [250, 1000, 4000]
-rows = [{k: v for k, v in bp.knapsack_compare(rng, n).items() if k != "p_traj"}
+rows = [{k: v for k, v in theory.knapsack_compare(rng, n).items() if k != "p_traj"}
         for n in sizes for _ in range(instances)]
 knap = pd.DataFrame(rows)
-for method in ["bid_price", "sgd_dual", "greedy"]:
-    knap[f"regret {method}"] = knap["offline_lp"] - knap[method]
+for rule in ["bid_price", "sgd_dual", "greedy"]:
+    knap[f"regret {rule}"] = knap["offline_lp"] - knap[rule]
 regret = knap.groupby("n")[[c for c in knap if c.startswith("regret")]].mean()
 regret.round(1)
 
@@ -170,7 +170,7 @@ axes[0].set(xscale="log", yscale="log", xlabel="number of items $n$", ylabel="re
 axes[0].set_xticks(sizes, [str(n) for n in sizes], minor=False)
 axes[0].minorticks_off()
 axes[0].legend(fontsize="small")
-example = bp.knapsack_compare(core.seed_everything(1), 4000)
+example = theory.knapsack_compare(core.seed_everything(1), 4000)
 axes[1].plot(example["p_traj"], label="online price $p_t$")
 axes[1].axhline(example["p_star"], color="k", ls="--", lw=1, label=r"offline dual $p^\star$")
 axes[1].set(xlabel="item $t$", ylabel="price")
@@ -213,7 +213,7 @@ weights = {"alpha=1 (throughput)": dict(alpha=1, beta=0), "beta=1 (e2e latency)"
            "gamma=1 (ttft)": dict(beta=0, gamma=1)}
 table = []
 for name, w in weights.items():
-    reward = bp.slo_reward(o_hat, tau, t_arr=90, T=T, **w).r_norm
+    reward = method.slo_reward(o_hat, tau, t_arr=90, T=T, **w).r_norm
     margin = reward - p_slot * o_hat  # cost of the batch column at a flat price
     table.append({"weights": name, "reward short": reward[0], "reward long": reward[1],
                   "margin short": margin[0], "margin long": margin[1],
@@ -249,7 +249,7 @@ pd.DataFrame(table).set_index("weights").round(4)
 # ## Exercises
 #
 # 1. In the knapsack illustration, set the step size to $\eta = 10/\sqrt n$ and to $\eta = 0.1/\sqrt n$
-#    (`bp.knapsack_sgd(r, a, b, eta=...)`). Which converges faster, and which ends closer to $p^\star$?
+#    (`theory.knapsack_sgd(r, a, b, eta=...)`). Which converges faster, and which ends closer to $p^\star$?
 # 2. Show that with $\bar R = 1$ (the code's default) almost every reward in the table above saturates
 #    at 1, and explain what that does to the difference between $\alpha$, $\beta$ and $\gamma$.
 # 3. Derive the subgradient of $f(p)$ for a single resource and check that $p^\star$ of the offline

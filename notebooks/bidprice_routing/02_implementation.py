@@ -17,7 +17,7 @@
 #
 # **Learning goals.** After this notebook you can
 #
-# 1. read each piece of the OLP router in `replib.papers.bidprice_routing` beside the equation or
+# 1. read each piece of the OLP router in `replib.papers.bidprice_routing.method` beside the equation or
 #    algorithm step it implements: the column, the reward, the column cost, the right-hand side, the
 #    dual update, the feasibility check and the greedy admission;
 # 2. check each piece on an input small enough to verify by hand;
@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 
 from replib import core
-from replib.papers import bidprice_routing as bp
+from replib.papers.bidprice_routing import exercises, method, task
 
 core.set_style()
 profile = core.resolve_profile()
@@ -55,7 +55,7 @@ profile = core.resolve_profile()
 # sees a predicted decode length $\hat o$: exact, or $\hat o \sim U(0.8\,o, 1.2\,o)$ when noisy.
 
 # %%
-workload = bp.generate_workload(core.seed_everything(0), rate=0.55, arrival_steps=200, noise=0.2)
+workload = task.generate_workload(core.seed_everything(0), rate=0.55, arrival_steps=200, noise=0.2)
 pd.DataFrame({"arrival step": workload.arrival, "prompt s": workload.s, "decode o": workload.o,
               "predicted o_hat": workload.o_hat}).head()
 
@@ -71,13 +71,13 @@ assert np.all(np.abs(workload.o_hat - workload.o) <= np.ceil(0.2 * workload.o)) 
 # $a^B_k = 1$ batch slot and $a^M_k = s_j + (k - \tau) + 1$ KV tokens.
 
 # %%
-core.show_source(bp.action_column)
+core.show_source(method.action_column)
 
 # %%
-a_B, a_M, steps = bp.action_column(s=5, o_hat=4, tau=3, T=100)
+a_B, a_M, steps = method.action_column(s=5, o_hat=4, tau=3, T=100)
 assert steps.tolist() == [3, 4, 5, 6] and a_B.tolist() == [1, 1, 1, 1]
 assert a_M.tolist() == [6, 7, 8, 9]  # the prompt plus the tokens generated so far
-a_B, a_M, steps = bp.action_column(s=5, o_hat=4, tau=99, T=100)
+a_B, a_M, steps = method.action_column(s=5, o_hat=4, tau=99, T=100)
 assert steps.tolist() == [99, 100] and a_M.tolist() == [6, 7]  # truncated at the horizon
 
 # %% [markdown]
@@ -87,14 +87,14 @@ assert steps.tolist() == [99, 100] and a_M.tolist() == [6, 7]  # truncated at th
 # + \gamma\,(T - \tau + 1)^+ + w_{gp}\,\mathbb 1\{\tau - t_j < W_{gp}\}, \qquad \tilde r = \min(r / \bar R, 1).$$
 
 # %%
-core.show_source(bp.slo_reward)
+core.show_source(method.slo_reward)
 
 # %%
-reward = bp.slo_reward(o_hat=10, tau=5, t_arr=1, T=100, alpha=1, beta=2, gamma=3, sigma=0.5, w_gp=7, W_gp=20)
+reward = method.slo_reward(o_hat=10, tau=5, t_arr=1, T=100, alpha=1, beta=2, gamma=3, sigma=0.5, w_gp=7, W_gp=20)
 assert reward.thr == 10 and reward.comp == 100 - (5 + 10 - 1) and reward.ft == 96 and reward.gp == 1
 assert reward.r == 0.5 + 10 + 2 * 86 + 3 * 96 + 7
 assert reward.r_norm == 1.0  # r / R_bar = 477.5 / 100, capped at 1
-late = bp.slo_reward(o_hat=10, tau=30, t_arr=1, T=100, beta=1, w_gp=7, W_gp=20)
+late = method.slo_reward(o_hat=10, tau=30, t_arr=1, T=100, beta=1, w_gp=7, W_gp=20)
 assert late.gp == 0 and late.r_norm == (100 - 39) / 100  # waited 29 >= W_gp steps: no tail bonus
 
 # %% [markdown]
@@ -107,14 +107,14 @@ assert late.gp == 0 and late.r_norm == (100 - 39) / 100  # waited 29 >= W_gp ste
 # costs $O(1)$.
 
 # %%
-core.show_source(bp.column_cost)
+core.show_source(method.column_cost)
 
 # %%
 rng = np.random.default_rng(1)
 p_B, p_M = rng.uniform(size=(2, 50)), rng.uniform(size=(2, 50))
-a_B, a_M, steps = bp.action_column(s=7, o_hat=12, tau=20, T=50)
+a_B, a_M, steps = method.action_column(s=7, o_hat=12, tau=20, T=50)
 brute = np.sum(p_B[1, steps - 1] + 0.01 * p_M[1, steps - 1] * a_M)
-assert np.isclose(bp.column_cost(p_B, p_M, g=1, s=7, o_hat=12, tau=20, c_M=0.01), brute)
+assert np.isclose(method.column_cost(p_B, p_M, g=1, s=7, o_hat=12, tau=20, c_M=0.01), brute)
 
 # %% [markdown]
 # ## 5. The right-hand side: remaining capacity, scaled
@@ -130,12 +130,12 @@ assert np.isclose(bp.column_cost(p_B, p_M, g=1, s=7, o_hat=12, tau=20, c_M=0.01)
 # total number of requests of the whole run, which a real router could not know in advance.
 
 # %%
-core.show_source(bp.remaining_capacity)
+core.show_source(method.remaining_capacity)
 
 # %%
 U_B = np.array([[0, 16, 20]])  # one worker, three steps: free, full, over-committed
 U_M = np.zeros((1, 3))
-d_B, d_M = bp.remaining_capacity(U_B, U_M, B=[16], M=[2048], c_M=1 / 2048, N_hat=16, R_bar=1, rho_b=0)
+d_B, d_M = method.remaining_capacity(U_B, U_M, B=[16], M=[2048], c_M=1 / 2048, N_hat=16, R_bar=1, rho_b=0)
 assert d_B.tolist() == [[1.0, 0.0, 0.0]] and np.allclose(d_M, 1 / 16)
 
 # %% [markdown]
@@ -150,16 +150,16 @@ assert d_B.tolist() == [[1.0, 0.0, 0.0]] and np.allclose(d_M, 1 / 16)
 # columns ask for more than the capacity share $d$, and fall where they ask for less.
 
 # %%
-core.show_source(bp.dual_update)
+core.show_source(method.dual_update)
 
 # %%
-history = bp.History()
+history = method.History()
 history.add(g=0, i0=0, L=5, s=10, r=1.0)  # one profitable column on worker 0, steps 1-5
 zeros = np.zeros((1, 10))
 kw = dict(c_M=1 / 2048, rng=np.random.default_rng(0), K=1, eta=0.1, batch=64)
-up_B, _ = bp.dual_update(zeros, zeros, history, d_B=np.full((1, 10), 0.2), d_M=zeros, **kw)
+up_B, _ = method.dual_update(zeros, zeros, history, d_B=np.full((1, 10), 0.2), d_M=zeros, **kw)
 assert np.all(up_B[0, :5] > 0) and np.all(up_B[0, 5:] == 0)  # demand 1 > d = 0.2: price rises where used
-down_B, _ = bp.dual_update(np.ones((1, 10)), zeros, history, d_B=np.full((1, 10), 0.2), d_M=zeros, **kw)
+down_B, _ = method.dual_update(np.ones((1, 10)), zeros, history, d_B=np.full((1, 10), 0.2), d_M=zeros, **kw)
 assert np.all(down_B < 1)  # price 5 > reward 1: the column is unprofitable, every price falls by eta d
 
 # %% [markdown]
@@ -172,10 +172,10 @@ assert np.all(down_B < 1)  # price 5 > reward 1: the column is unprofitable, eve
 # can still overflow a cache.
 
 # %%
-core.show_source(bp.Reservations.feasible)
+core.show_source(method.Reservations.feasible)
 
 # %%
-res = bp.Reservations(B=[2, 2], M=[100, 100], T=50)
+res = method.Reservations(B=[2, 2], M=[100, 100], T=50)
 res.commit(g=0, s=50, L=20, i0=0)  # worker 0 holds a request whose KV grows from 51 to 70
 ok = res.feasible(s=[40, 5], L=[10, 10], i0=0)
 assert ok.tolist() == [[False, True], [True, True]]  # 51..60 plus 41..50 needs 102 > 100 tokens at step 6
@@ -188,13 +188,13 @@ assert ok.tolist() == [[False, True], [True, True]]  # 51..60 plus 41..50 needs 
 # request is started at most once, if its column still fits after the admissions before it.
 
 # %%
-core.show_source(bp.admit_by_margin)
+core.show_source(method.admit_by_margin)
 
 # %%
-res = bp.Reservations(B=[1, 1], M=[1000, 1000], T=50)
+res = method.Reservations(B=[1, 1], M=[1000, 1000], T=50)
 margins = np.array([[0.9, 0.8], [0.7, 0.95], [0.5, -np.inf]])
-admitted, n_candidates = bp.admit_by_margin(margins, t_arr=[1, 2, 3], eps=0.0, res=res,
-                                            s=[10, 10, 10], L=[5, 5, 5], i0=0)
+admitted, n_candidates = method.admit_by_margin(margins, t_arr=[1, 2, 3], eps=0.0, res=res,
+                                                s=[10, 10, 10], L=[5, 5, 5], i0=0)
 assert admitted == [(1, 1), (0, 0)] and n_candidates == 5  # request 2 finds no free slot left
 
 # %% [markdown]
@@ -204,7 +204,7 @@ assert admitted == [(1, 1), (0, 0)] and n_candidates == 5  # request 2 finds no 
 # clears the threshold while requests wait, all prices are halved.
 
 # %%
-core.show_source(bp.ClusterSim._olp_epoch)
+core.show_source(task.ClusterSim._olp_epoch)
 
 # %% [markdown]
 # Every policy runs in the same time-stepped simulator: each step every running request emits one
@@ -215,10 +215,10 @@ core.show_source(bp.ClusterSim._olp_epoch)
 # column fits.
 
 # %%
-small = bp.generate_workload(core.seed_everything(0), rate=0.55, arrival_steps=400)
+small = task.generate_workload(core.seed_everything(0), rate=0.55, arrival_steps=400)
 rows = {}
-for name in bp.POLICIES:
-    rows[name] = bp.metrics(bp.run_policy(name, small, seed=0))
+for name in task.POLICIES:
+    rows[name] = task.metrics(task.run_policy(name, small, seed=0))
 summary = pd.DataFrame(rows).T[["mean_e2e", "p99_e2e", "mean_ttft", "p99_ttft", "preemptions", "completed"]]
 assert (summary["completed"] == small.n).all()  # every policy serves every request within the horizon
 assert summary.loc["olp", "preemptions"] == 0  # exact predictions: exact reservations
@@ -242,7 +242,7 @@ def kv_ramp(s, o_hat, tau, T):
 
 
 # %%
-bp.check_kv_ramp(kv_ramp)
+exercises.check_kv_ramp(kv_ramp)
 
 # %% [markdown]
 # **Exercise 2.** Write one projected subgradient step of the single-resource dual (the online
@@ -255,7 +255,7 @@ def price_step(p, a, x, d, eta):
 
 
 # %%
-bp.check_price_step(price_step)
+exercises.check_price_step(price_step)
 
 # %% [markdown]
 # **Exercise 3 (open).** Run the small comparison above with `noise=0.2` in `generate_workload`.

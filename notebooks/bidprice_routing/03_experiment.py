@@ -61,10 +61,10 @@ import pandas as pd
 import seaborn as sns
 
 from replib import core
-from replib.papers import bidprice_routing as bp
+from replib.papers.bidprice_routing import experiment, task
 
 core.set_style()
-cfg = core.configure(bp.EXPERIMENT_PROFILES, profile, seeds=seeds, rate=rate, arrival_steps=arrival_steps,
+cfg = core.configure(experiment.EXPERIMENT_PROFILES, profile, seeds=seeds, rate=rate, arrival_steps=arrival_steps,
                      n_workers=n_workers, noise=noise, drain=drain)
 ledger = core.Ledger("bidprice_routing", cfg.profile, cfg.seeds, parameters=vars(cfg))
 cfg
@@ -78,9 +78,9 @@ cfg
 # router's wall-clock time per scheduling epoch).
 
 # %%
-rows, traces = bp.run_experiment(cfg, progress=core.progress)
+rows, traces = experiment.run_experiment(cfg, progress=core.progress)
 runs = pd.DataFrame(rows)
-runs.groupby("variant", sort=False)[bp.REPORTED_METRICS].mean().round(2)
+runs.groupby("variant", sort=False)[experiment.REPORTED_METRICS].mean().round(2)
 
 # %% [markdown]
 # ## Latency per policy
@@ -121,7 +121,7 @@ plt.show()
 ends = runs[runs["variant"].isin(["olp beta", "olp beta + tail"])].assign(
     fraction=lambda d: (d["variant"] == "olp beta + tail").astype(float))
 sweep = pd.concat([ends[["seed", "fraction", "ttft_le_20", "mean_e2e"]],
-                   pd.DataFrame(bp.tail_weight_sweep(cfg, progress=core.progress))])
+                   pd.DataFrame(experiment.tail_weight_sweep(cfg, progress=core.progress))])
 sweep = sweep.sort_values(["seed", "fraction"])
 fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
 for ax, metric, label in [(axes[0], "ttft_le_20", "change in share with ttft <= 20"),
@@ -155,9 +155,9 @@ fig, axes = plt.subplots(2, 1, figsize=(8, 5), sharex=True, sharey=True)
 for ax, name in zip(axes, ["lor", "olp beta"]):
     result = traces[name]
     ax.plot(result.kv, lw=0.8)
-    ax.axhline(bp.KV_CAPACITY, color="k", ls="--", lw=1)
+    ax.axhline(task.KV_CAPACITY, color="k", ls="--", lw=1)
     steps = [step for step, _ in result.preemptions]
-    ax.plot(steps, np.full(len(steps), bp.KV_CAPACITY * 1.03), "|", color="tab:red", ms=8)
+    ax.plot(steps, np.full(len(steps), task.KV_CAPACITY * 1.03), "|", color="tab:red", ms=8)
     ax.set(ylabel=f"kv tokens ({name})")
 axes[1].set(xlabel="step")
 plt.show()
@@ -170,7 +170,7 @@ plt.show()
 # seed), and the verdict compares the mean over seeds with the threshold.
 
 # %%
-values = bp.claim_values(runs)
+values = experiment.claim_values(runs)
 ledger.record_all(values)
 ledger.save()
 ledger.table()
@@ -283,6 +283,6 @@ ledger.report()
 #    a high-load effect?
 # 2. Raise the noise of the length predictions to 0.5. When do the OLP router's reservations start
 #    to cause preemptions, and what happens to claim c4b?
-# 3. The paper does not ablate its components. Using `bp.run_policy`, turn off the backlog slack
+# 3. The paper does not ablate its components. Using `task.run_policy`, turn off the backlog slack
 #    (`varsigma=0`, which removes both the negative admission threshold and the price halving) and
 #    the backlog gain (`kappa=0`), and measure what each contributes.

@@ -50,7 +50,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from replib import core
-from replib.papers import likelihood_matching as lm
+from replib.papers.likelihood_matching import method, theory
 
 core.set_style()
 profile = core.resolve_profile()
@@ -79,7 +79,7 @@ n_paths = {"smoke": 200, "book": 2000, "paper": 20000}[profile]
 
 # %%
 for x0 in (-1.5, 0.0, 0.8):
-    check = lm.path_identity_check(x0, S=1.0, n_steps=10, n_paths=n_paths)
+    check = theory.path_identity_check(x0, S=1.0, n_steps=10, n_paths=n_paths)
     print(f"x0 = {x0:+.1f}: log p0 = {check['log_p0']:.3f}, path average = {check['rhs_mean']:.3f} "
           f"± {check['rhs_se']:.3f}")
     assert abs(check["rhs_mean"] - check["log_p0"]) < 4 * check["rhs_se"] + 1e-3
@@ -100,7 +100,7 @@ for x0 in (-1.5, 0.0, 0.8):
 mix1 = {"weights": np.array([0.3, 0.7]), "means": np.array([[-1.5], [1.0]]),
         "covs": np.array([[[0.05]], [[0.2]]])}
 xt = np.linspace(-2.5, 2.5, 11)
-q = lm.tweedie_quadrature_1d(mix1, xt, t=0.3, s=0.2)
+q = theory.tweedie_quadrature_1d(mix1, xt, t=0.3, s=0.2)
 assert np.allclose(q["mean_quad"], q["mean_tweedie"], atol=1e-6)
 assert np.allclose(q["var_quad"], q["var_tweedie"], atol=1e-6)
 print(f"largest differences over x_t: mean {np.abs(q['mean_quad'] - q['mean_tweedie']).max():.1e}, "
@@ -117,10 +117,10 @@ print(f"largest differences over x_t: mean {np.abs(q['mean_quad'] - q['mean_twee
 # %%
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
 for ax, (t, s) in zip(axes, [(0.3, 0.28), (0.4, 0.1)]):
-    r = lm.reverse_kl_1d(mix1, xt=0.3, t=t, s=s)
+    r = theory.reverse_kl_1d(mix1, xt=0.3, t=t, s=s)
     ax.plot(r["grid"], r["density"], "k", lw=2, label="exact")
-    for name, var in [("matched (lm)", r["var_lm"]), ("beta", lm.transition(t, s)[1]),
-                      ("beta-tilde", lm.posterior_variance(t, s))]:
+    for name, var in [("matched (lm)", r["var_lm"]), ("beta", method.transition(t, s)[1]),
+                      ("beta-tilde", method.posterior_variance(t, s))]:
         g = np.exp(-(r["grid"] - r["mean"]) ** 2 / (2 * var)) / np.sqrt(2 * np.pi * var)
         ax.plot(r["grid"], g, lw=1.2, label=name)
     ax.set(xlim=(r["mean"] - 1.5, r["mean"] + 1.5), xlabel=f"$x_s$ (t = {t}, s = {s})", ylabel="density")
@@ -149,7 +149,7 @@ S = np.array([[0.3, 0.0], [0.0, 0.01]])  # one component of the experiment's dat
 steps_grid = [2, 5, 10, 20, 50, 200]
 fig, ax = plt.subplots(figsize=(6, 3.4))
 for variance, label in [("LM", "matched covariance"), ("beta", "beta"), ("beta_tilde", "beta-tilde")]:
-    err = [np.linalg.norm(lm.gaussian_output_covariance(S, n, variance) - S) / np.linalg.norm(S)
+    err = [np.linalg.norm(theory.gaussian_output_covariance(S, n, variance) - S) / np.linalg.norm(S)
            for n in steps_grid]
     ax.plot(steps_grid, err, marker="o", label=label)
 ax.set(xscale="log", yscale="log", xlabel="sampling steps $n$", ylabel="relative error of output cov")
@@ -181,7 +181,7 @@ plt.show()
 # the Sherman-Morrison-Woodbury identity in $O(d r^2)$:
 
 # %%
-errors = lm.smw_check(0, d=6, r=2)
+errors = theory.smw_check(0, d=6, r=2)
 assert max(errors.values()) < 1e-10
 print("Sherman-Morrison-Woodbury against dense algebra:", {k: f"{v:.1e}" for k, v in errors.items()})
 

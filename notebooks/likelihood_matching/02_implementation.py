@@ -17,9 +17,10 @@
 #
 # **Learning goals.** After this notebook you can
 #
-# 1. read each piece of `replib.papers.likelihood_matching` beside the equation it implements: the
-#    toy data and its analytic score and Hessian, the forward transitions, the Tweedie moments, the
-#    likelihood-matching loss, the covariance parameterisation, the sampler and the metrics;
+# 1. read each piece of `replib.papers.likelihood_matching` (its `method` and `task` modules) beside
+#    the equation it implements: the toy data and its analytic score and Hessian, the forward
+#    transitions, the Tweedie moments, the likelihood-matching loss, the covariance
+#    parameterisation, the sampler and the metrics;
 # 2. check each piece on inputs small enough to verify by hand;
 # 3. train a small model with each objective and sample from it.
 #
@@ -43,11 +44,11 @@ import torch
 
 from replib import core
 from replib.core.runtime import compute_threads
-from replib.papers import likelihood_matching as lm
+from replib.papers.likelihood_matching import exercises, experiment, method, task
 
 core.set_style()
 profile = core.resolve_profile()
-mix = lm.ring_mixture()
+mix = task.ring_mixture()
 
 # %% [markdown]
 # ## 1. The toy data and its exact score and Hessian
@@ -58,18 +59,18 @@ mix = lm.ring_mixture()
 # $\nabla \log p_t$ and $\nabla^2 \log p_t$ are analytic: the learned ones can be checked.
 
 # %%
-core.show_source(lm.hessian_pt)
+core.show_source(task.hessian_pt)
 
 # %%
 x = np.array([[1.3, -0.4], [0.2, 2.1]])
 h = 1e-5
 for t in (0.05, 0.5):
-    score = lm.score_pt(mix, x, t)
-    numeric = np.stack([(lm.log_pt(mix, x + h * e, t) - lm.log_pt(mix, x - h * e, t)) / (2 * h)
+    score = task.score_pt(mix, x, t)
+    numeric = np.stack([(task.log_pt(mix, x + h * e, t) - task.log_pt(mix, x - h * e, t)) / (2 * h)
                         for e in np.eye(2)], axis=-1)
     assert np.allclose(score, numeric, atol=1e-5)  # the score is the gradient of log p_t
-    H = lm.hessian_pt(mix, x, t)
-    numeric_H = np.stack([(lm.score_pt(mix, x + h * e, t) - lm.score_pt(mix, x - h * e, t)) / (2 * h)
+    H = task.hessian_pt(mix, x, t)
+    numeric_H = np.stack([(task.score_pt(mix, x + h * e, t) - task.score_pt(mix, x - h * e, t)) / (2 * h)
                           for e in np.eye(2)], axis=-1)
     assert np.allclose(H, numeric_H, atol=1e-4) and np.allclose(H, np.swapaxes(H, 1, 2))
 
@@ -81,17 +82,17 @@ for t in (0.05, 0.5):
 # $\mathrm{Cov}[X_s \mid x_t] = \frac{\sigma^2}{a^2}(I + \sigma^2 \nabla^2 \log p_t)$.
 
 # %%
-core.show_source(lm.tweedie_moments)
+core.show_source(method.tweedie_moments)
 
 # %%
-a, sigma2 = lm.transition(0.5, 0.4)
+a, sigma2 = method.transition(0.5, 0.4)
 assert np.isclose(a**2 + sigma2, 1.0)  # variance preserving
 S = np.diag([0.3, 0.01])  # Gaussian data: the reverse transition is Gaussian with these moments
-ab = lm.alpha_bar(0.5)
+ab = method.alpha_bar(0.5)
 P = np.linalg.inv(ab * S + (1 - ab) * np.eye(2))
 xt = np.array([[0.4, -0.2]])
-mean, cov = lm.tweedie_moments(xt, -xt @ P, -P[None], a, sigma2)
-ab_s = lm.alpha_bar(0.4)
+mean, cov = method.tweedie_moments(xt, -xt @ P, -P[None], a, sigma2)
+ab_s = method.alpha_bar(0.4)
 joint_cov = ab_s * S + (1 - ab_s) * np.eye(2)  # Cov[X_s], and Cov[X_s, X_t] = a Cov[X_s]
 gain = a * joint_cov @ np.linalg.inv(a**2 * joint_cov + sigma2 * np.eye(2))
 assert np.allclose(mean[0], gain @ xt[0]) and np.allclose(cov[0], joint_cov - gain @ (a * joint_cov))
@@ -105,23 +106,23 @@ assert np.allclose(mean[0], gain @ xt[0]) and np.allclose(cov[0], joint_cov - ga
 # exact quantities beats perturbed ones.
 
 # %%
-core.show_source(lm.quasi_likelihood_rb)
+core.show_source(method.quasi_likelihood_rb)
 
 # %%
 rng = np.random.default_rng(0)
 t, s = 0.3, 0.25
-a, sigma2 = lm.transition(t, s)
-ab = lm.alpha_bar(t)
-x0 = lm.sample_mixture(mix, 20000, rng)
+a, sigma2 = method.transition(t, s)
+ab = method.alpha_bar(t)
+x0 = task.sample_mixture(mix, 20000, rng)
 xt = np.sqrt(ab) * x0 + np.sqrt(1 - ab) * rng.standard_normal(x0.shape)
 s0 = -(xt - np.sqrt(ab) * x0) / (1 - ab)
 kappa = 1 - sigma2 / (1 - ab)
-score, H = lm.score_pt(mix, xt, t), lm.hessian_pt(mix, xt, t)
+score, H = task.score_pt(mix, xt, t), task.hessian_pt(mix, xt, t)
 C_true = np.eye(2) + sigma2 * H
 
 
 def mean_loss(score, C):
-    return float(lm.quasi_likelihood_rb(score, C, s0, sigma2, kappa).mean())
+    return float(method.quasi_likelihood_rb(score, C, s0, sigma2, kappa).mean())
 
 
 best = mean_loss(score, C_true)
@@ -137,12 +138,12 @@ assert best < mean_loss(score, 1.5 * C_true) and best < mean_loss(score, np.broa
 # Sherman-Morrison-Woodbury"). $C_\theta$ is positive definite whatever the network outputs.
 
 # %%
-core.show_source(lm.covariance_factors)
+core.show_source(method.covariance_factors)
 
 # %%
 lam, L = torch.zeros(3, 2, dtype=torch.float64), torch.ones(3, 2, 1, dtype=torch.float64)
 tt = torch.full((3,), 0.3, dtype=torch.float64)
-D, W, kappa_t = lm.covariance_factors(lam, L, tt, torch.full_like(tt, 0.25))
+D, W, kappa_t = method.covariance_factors(lam, L, tt, torch.full_like(tt, 0.25))
 C = torch.diag_embed(D) + W @ W.transpose(-1, -2)
 assert torch.all(torch.linalg.eigvalsh(C) > 0)
 
@@ -155,23 +156,23 @@ assert torch.all(torch.linalg.eigvalsh(C) > 0)
 # metrics are the sliced Wasserstein-2 distance to fresh target samples and the NLL bound.
 
 # %%
-core.show_source(lm.sample)
+core.show_source(method.sample)
 
 # %%
-exact = lm.exact_reverse_fn(lambda x, t: lm.score_pt(mix, np.asarray(x), t),
-                            lambda x, t: lm.hessian_pt(mix, np.asarray(x), t))
-target = lm.sample_mixture(mix, 2000, np.random.default_rng(1))
-oracle = lm.sample(exact, 2000, n_steps=50, seed=0)
-assert lm.sliced_w2(target, target) == 0.0
-assert lm.sliced_w2(oracle, target) < 0.1 < lm.sliced_w2(target + 0.5, target)  # exact score and Hessian: close
+exact = method.exact_reverse_fn(lambda x, t: task.score_pt(mix, np.asarray(x), t),
+                                lambda x, t: task.hessian_pt(mix, np.asarray(x), t))
+target = task.sample_mixture(mix, 2000, np.random.default_rng(1))
+oracle = method.sample(exact, 2000, n_steps=50, seed=0)
+assert task.sliced_w2(target, target) == 0.0
+assert task.sliced_w2(oracle, target) < 0.1 < task.sliced_w2(target + 0.5, target)  # exact score and Hessian: close
 steps = {"smoke": 100, "book": 600, "paper": 1500}[profile]
 with compute_threads(1):
     for objective in ["lm", "dsm"]:
-        net, info = lm.train_model(objective, seed=0, steps=steps)
-        method = "LM" if objective == "lm" else "B2"
-        X = lm.sample(lm.model_reverse_fn(net, method), 2000, n_steps=10, seed=0)
-        print(f"{objective}: {steps} steps in {info['seconds']:.1f} s; {method} with 10 sampling steps: "
-              f"SW2 {lm.sliced_w2(X, target):.3f} (exact score and Hessian, 50 steps: {lm.sliced_w2(oracle, target):.3f})")
+        net, info = experiment.train_model(objective, seed=0, steps=steps)
+        name = "LM" if objective == "lm" else "B2"
+        X = method.sample(method.model_reverse_fn(net, name), 2000, n_steps=10, seed=0)
+        print(f"{objective}: {steps} steps in {info['seconds']:.1f} s; {name} with 10 sampling steps: "
+              f"SW2 {task.sliced_w2(X, target):.3f} (exact score and Hessian, 50 steps: {task.sliced_w2(oracle, target):.3f})")
 
 # %% [markdown]
 # ## Exercises
@@ -187,7 +188,7 @@ def tweedie_moments(x, score, hess, a, sigma2):
 
 
 # %%
-lm.check_tweedie_moments(tweedie_moments)
+exercises.check_tweedie_moments(tweedie_moments)
 
 # %% [markdown]
 # **Exercise 2.** Write the sliced Wasserstein-2 distance of two equal-size point sets along given
@@ -201,11 +202,11 @@ def sliced_w2(X, Y, directions):
 
 
 # %%
-lm.check_sliced_w2(sliced_w2)
+exercises.check_sliced_w2(sliced_w2)
 
 # %% [markdown]
-# **Exercise 3 (open).** Train B4 (`lm.train_model("lm_diag", ...)`) and LM and compare their Hessian
-# errors with `lm.hessian_error`. Why does a diagonal covariance suffice for some components of the
+# **Exercise 3 (open).** Train B4 (`experiment.train_model("lm_diag", ...)`) and LM and compare their Hessian
+# errors with `task.hessian_error`. Why does a diagonal covariance suffice for some components of the
 # ring and not for others?
 #
 # ## Summary

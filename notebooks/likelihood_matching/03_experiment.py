@@ -65,10 +65,10 @@ import pandas as pd
 import seaborn as sns
 
 from replib import core
-from replib.papers import likelihood_matching as lm
+from replib.papers.likelihood_matching import experiment, task
 
 core.set_style()
-cfg = core.configure(lm.EXPERIMENT_PROFILES, profile, seeds=seeds, train_steps=train_steps,
+cfg = core.configure(experiment.EXPERIMENT_PROFILES, profile, seeds=seeds, train_steps=train_steps,
                      n_samples=n_samples, n_steps_grid=n_steps_grid, methods=methods)
 ledger = core.Ledger("likelihood_matching", cfg.profile, cfg.seeds, parameters=vars(cfg))
 cfg
@@ -77,10 +77,10 @@ cfg
 # ## Training and sampling every method
 
 # %%
-rows, extras = lm.run_experiment(cfg, progress=core.progress)
+rows, extras = experiment.run_experiment(cfg, progress=core.progress)
 runs = pd.DataFrame(rows)
-sampling = runs[runs["kind"] == "sampling"].assign(label=lambda d: d["method"].map(lm.METHOD_LABELS))
-hessian = runs[runs["kind"] == "hessian"].assign(label=lambda d: d["method"].map(lm.METHOD_LABELS))
+sampling = runs[runs["kind"] == "sampling"].assign(label=lambda d: d["method"].map(experiment.METHOD_LABELS))
+hessian = runs[runs["kind"] == "hessian"].assign(label=lambda d: d["method"].map(experiment.METHOD_LABELS))
 sampling.pivot_table(index="label", columns="n_steps", values="sw2", aggfunc="mean").round(3)
 
 # %% [markdown]
@@ -89,8 +89,8 @@ sampling.pivot_table(index="label", columns="n_steps", values="sw2", aggfunc="me
 # size:
 
 # %%
-fresh = lm.sample_mixture(extras["mixture"], len(extras["target"]), np.random.default_rng(99))
-print(f"sliced w2 between two target samples: {lm.sliced_w2(fresh, extras['target']):.3f}")
+fresh = task.sample_mixture(extras["mixture"], len(extras["target"]), np.random.default_rng(99))
+print(f"sliced w2 between two target samples: {task.sliced_w2(fresh, extras['target']):.3f}")
 
 # %% mystnb={"figure": {"caption": "Samples (first seed) of each method (rows; LMsg is the exploratory variant) with N sampling steps (columns), over a fresh target sample in grey.", "name": "lm-samples"}}
 shown_methods = [m for m in ["LM", "B1", "B2", "B3", "LMsg"] if m in cfg.methods]
@@ -171,7 +171,7 @@ hessian.pivot_table(index="label", columns="t", values="score_mse", aggfunc="mea
 # the threshold.
 
 # %%
-values = lm.claim_values(runs)
+values = experiment.claim_values(runs)
 ledger.record_all(values)
 ledger.save()
 ledger.table()
@@ -194,7 +194,7 @@ pd.DataFrame(values).round(3)
 # in place of LM; **not judged**, since this variant was not declared before the run:
 
 # %%
-pd.DataFrame(lm.claim_values(runs, method="LMsg")).round(3) if "LMsg" in cfg.methods else None
+pd.DataFrame(experiment.claim_values(runs, method="LMsg")).round(3) if "LMsg" in cfg.methods else None
 
 # %% [markdown]
 # ## What we scaled down, and why the effect should survive it

@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
-from replib.papers import bidprice_routing as bp
+from replib.papers.bidprice_routing import exercises, experiment, method, task, theory
 
 
 def small_workload(seed=0, arrival_steps=150, rate=0.5, noise=0.0):
-    return bp.generate_workload(
+    return task.generate_workload(
         np.random.default_rng(seed), rate=rate, arrival_steps=arrival_steps, noise=noise
     )
 
@@ -16,12 +16,12 @@ def small_workload(seed=0, arrival_steps=150, rate=0.5, noise=0.0):
 
 
 def test_workload_ranges_and_noise():
-    w = bp.generate_workload(np.random.default_rng(1), arrival_steps=400)
+    w = task.generate_workload(np.random.default_rng(1), arrival_steps=400)
     assert np.all(np.diff(w.arrival) >= 0) and w.arrival.min() >= 1 and w.arrival.max() <= 400
     assert w.s.min() >= 8 and w.s.max() <= 512 and w.o.min() >= 4 and w.o.max() <= 400
     assert np.array_equal(w.o_hat, w.o)
     assert abs(w.n / 400 - 0.55) < 0.1
-    wn = bp.generate_workload(np.random.default_rng(1), arrival_steps=400, noise=0.2)
+    wn = task.generate_workload(np.random.default_rng(1), arrival_steps=400, noise=0.2)
     # same arrivals and true lengths, predictions within +-20% (after rounding), at least 1
     assert np.array_equal(wn.arrival, w.arrival) and np.array_equal(wn.o, w.o)
     assert np.all(wn.o_hat >= 1)
@@ -33,33 +33,33 @@ def test_workload_ranges_and_noise():
 
 
 def test_action_column_step_and_ramp():
-    a_B, a_M, steps = bp.action_column(s=5, o_hat=4, tau=3, T=100)
+    a_B, a_M, steps = method.action_column(s=5, o_hat=4, tau=3, T=100)
     assert steps.tolist() == [3, 4, 5, 6]
     assert a_B.tolist() == [1, 1, 1, 1]
     assert a_M.tolist() == [6, 7, 8, 9]  # s+1, s+2, ...
     # truncated at the horizon
-    a_B, a_M, steps = bp.action_column(s=5, o_hat=4, tau=9, T=10)
+    a_B, a_M, steps = method.action_column(s=5, o_hat=4, tau=9, T=10)
     assert steps.tolist() == [9, 10] and a_M.tolist() == [6, 7] and a_B.tolist() == [1, 1]
 
 
 def test_slo_reward_hand_computed():
     # T=100, tau=10, t_arr=4, o_hat=20: thr=20, comp=100-29=71, ft=91, tau-t=6 < W_gp=10
-    rw = bp.slo_reward(20, 10, 4, 100, alpha=1, beta=2, gamma=3, sigma=0.5, w_gp=7, W_gp=10)
+    rw = method.slo_reward(20, 10, 4, 100, alpha=1, beta=2, gamma=3, sigma=0.5, w_gp=7, W_gp=10)
     assert float(rw.thr) == 20 and float(rw.comp) == 71 and float(rw.ft) == 91
     assert float(rw.gp) == 1
     r = 0.5 + 20 + 2 * 71 + 3 * 91 + 7
     assert float(rw.r) == pytest.approx(r)
     assert float(rw.r_norm) == 1.0  # r / T > 1 is capped
-    rw = bp.slo_reward(20, 10, 4, 100, beta=1, W_gp=6, w_gp=7)
+    rw = method.slo_reward(20, 10, 4, 100, beta=1, W_gp=6, w_gp=7)
     assert float(rw.gp) == 0 and float(rw.r_norm) == pytest.approx(0.71)
     # near the horizon: throughput truncated, completion term zero
-    rw = bp.slo_reward(20, 95, 95, 100, alpha=1, beta=1)
+    rw = method.slo_reward(20, 95, 95, 100, alpha=1, beta=1)
     assert float(rw.thr) == 6 and float(rw.comp) == 0 and float(rw.ft) == 6
 
 
 def test_olp_config_weights():
-    assert (bp.OLPConfig().alpha, bp.OLPConfig().beta, bp.OLPConfig().gamma) == (0, 1, 0)
-    c = bp.OLPConfig(alpha=1)
+    assert (method.OLPConfig().alpha, method.OLPConfig().beta, method.OLPConfig().gamma) == (0, 1, 0)
+    c = method.OLPConfig(alpha=1)
     assert (c.alpha, c.beta, c.gamma) == (1, 0, 0)
 
 
@@ -69,12 +69,12 @@ def test_column_cost_matches_brute_force():
     p_B, p_M = rng.uniform(size=(G, T)), rng.uniform(size=(G, T))
     c_M = 0.01
     for g, s, oh, tau in [(0, 5, 7, 1), (2, 30, 80, 20), (1, 1, 1, 50), (1, 9, 12, 44)]:
-        a_B, a_M, steps = bp.action_column(s, oh, tau, T)
+        a_B, a_M, steps = method.action_column(s, oh, tau, T)
         brute = np.sum(p_B[g, steps - 1] * a_B + c_M * p_M[g, steps - 1] * a_M)
-        got = bp.column_cost(p_B, p_M, g, s, oh, tau, c_M)
+        got = method.column_cost(p_B, p_M, g, s, oh, tau, c_M)
         assert float(got) == pytest.approx(brute, rel=1e-10)
     # vectorised over (request, worker)
-    cost = bp.column_cost(
+    cost = method.column_cost(
         p_B, p_M, np.arange(G)[None, :], np.array([[5], [9]]), np.array([[7], [3]]), 4, c_M
     )
     assert cost.shape == (2, G)
@@ -83,7 +83,7 @@ def test_column_cost_matches_brute_force():
 def test_remaining_capacity():
     U_B = np.array([[2, 20]])
     U_M = np.array([[100, 3000]])
-    d_B, d_M = bp.remaining_capacity(
+    d_B, d_M = method.remaining_capacity(
         U_B, U_M, [16], [2048], c_M=0.5, N_hat=4, R_bar=2, rho_b=0.5, kappa=1.0
     )
     assert d_B.tolist() == [[14 / 8 * 1.5, 0.0]]
@@ -94,11 +94,11 @@ def test_remaining_capacity():
 
 
 def test_dual_update_raises_prices_when_over_demanded():
-    h = bp.History()
+    h = method.History()
     h.add(0, 0, 3, 2, 1.0)  # worker 0, steps 1..3, s=2, reward 1
     G, T = 2, 6
     z = np.zeros((G, T))
-    p_B, p_M = bp.dual_update(
+    p_B, p_M = method.dual_update(
         z, z, h, z, z, c_M=0.1, rng=np.random.default_rng(0), K=5, eta=0.01, batch=64
     )
     assert np.allclose(p_B[0, :3], 0.05) and np.all(p_B[0, 3:] == 0) and np.all(p_B[1] == 0)
@@ -107,17 +107,17 @@ def test_dual_update_raises_prices_when_over_demanded():
 
 
 def test_dual_update_lowers_prices_when_under_demanded():
-    h = bp.History()
+    h = method.History()
     h.add([0, 1], [0, 2], [3, 3], [2, 2], [0.0, 0.0])  # unprofitable columns
     G, T = 2, 6
     p0 = np.full((G, T), 0.1)
     d = np.ones((G, T))
-    p_B, p_M = bp.dual_update(
+    p_B, p_M = method.dual_update(
         p0, p0, h, d, 3 * d, c_M=0.1, rng=np.random.default_rng(0), K=5, eta=0.01
     )
     assert np.allclose(p_B, 0.05) and np.allclose(p_M, 0.0)  # projected at zero
     # an empty history resets the prices (as in the official code)
-    p_B, _ = bp.dual_update(p0, p0, bp.History(), d, d, 0.1, np.random.default_rng(0))
+    p_B, _ = method.dual_update(p0, p0, method.History(), d, d, 0.1, np.random.default_rng(0))
     assert np.all(p_B == 0)
 
 
@@ -125,7 +125,7 @@ def test_dual_update_lowers_prices_when_under_demanded():
 
 
 def test_feasibility_rejects_kv_ramp_overflow():
-    res = bp.Reservations(B=[2], M=[10], T=20)
+    res = method.Reservations(B=[2], M=[10], T=20)
     assert res.feasible([5], [5], 0).tolist() == [[True]]  # ramp 6..10 fits M=10
     assert res.feasible([6], [5], 0).tolist() == [[False]]  # ramp 7..11 overflows at the end
     res.commit(0, 2, 3, 0)  # U^M = 3, 4, 5 on steps 1..3
@@ -140,7 +140,7 @@ def test_feasibility_rejects_kv_ramp_overflow():
 
 def test_feasibility_matches_brute_force():
     rng = np.random.default_rng(3)
-    res = bp.Reservations(B=[3, 4], M=[60, 80], T=40)
+    res = method.Reservations(B=[3, 4], M=[60, 80], T=40)
     for _ in range(12):
         res.commit(
             int(rng.integers(2)),
@@ -162,15 +162,15 @@ def test_feasibility_matches_brute_force():
 
 
 def test_admit_by_margin_orders_and_rechecks():
-    res = bp.Reservations(B=[1, 1], M=[100, 100], T=10)
+    res = method.Reservations(B=[1, 1], M=[100, 100], T=10)
     margins = np.array([[0.2, 0.1], [0.5, -np.inf], [0.5, 0.3]])
     t_arr = np.array([1, 3, 2])
-    adm, n_cand = bp.admit_by_margin(margins, t_arr, 0.0, res, [1, 1, 1], [2, 2, 2], 0)
+    adm, n_cand = method.admit_by_margin(margins, t_arr, 0.0, res, [1, 1, 1], [2, 2, 2], 0)
     # ties at 0.5: request 2 arrived earlier -> worker 0; request 1 then has no feasible worker;
     # request 2 is already started, so its worker-1 candidate is skipped; request 0 gets worker 1
     assert adm == [(2, 0), (0, 1)] and n_cand == 5
     assert res.U_B[:, :2].tolist() == [[1, 1], [1, 1]]
-    adm, n_cand = bp.admit_by_margin(np.full((1, 2), -1.0), [1], 0.0, res, [1], [1], 0)
+    adm, n_cand = method.admit_by_margin(np.full((1, 2), -1.0), [1], 0.0, res, [1], [1], 0)
     assert adm == [] and n_cand == 0
 
 
@@ -180,16 +180,16 @@ def test_admit_by_margin_orders_and_rechecks():
 def test_unknown_policy_names_valid_ones():
     w = small_workload(arrival_steps=10)
     with pytest.raises(ValueError, match="round_robin.*olp"):
-        bp.run_policy("least_loaded", w, 0)
+        task.run_policy("least_loaded", w, 0)
     with pytest.raises(ValueError):
-        bp.run_policy("lor", w, 0, beta=1)  # OLP weights only for OLP
+        task.run_policy("lor", w, 0, beta=1)  # OLP weights only for OLP
 
 
-@pytest.mark.parametrize("policy", bp.POLICIES)
+@pytest.mark.parametrize("policy", task.POLICIES)
 def test_light_load_completes_everything(policy):
     w = small_workload(arrival_steps=120, rate=0.1)
-    r = bp.run_policy(policy, w, 0, drain=600)
-    m = bp.metrics(r)
+    r = task.run_policy(policy, w, 0, drain=600)
+    m = task.metrics(r)
     assert m["completed"] == w.n and m["tokens"] == int(w.o.sum())
     assert m["preemptions"] == 0
     e2e = r.completion - r.arrival + 1
@@ -199,9 +199,9 @@ def test_light_load_completes_everything(policy):
 
 def test_olp_exact_predictions_reservations_match_kv_and_never_preempt():
     w = small_workload(arrival_steps=200, rate=0.55)
-    sim = bp.ClusterSim(w, "olp", np.random.default_rng(0), G=2, drain=800)
+    sim = task.ClusterSim(w, "olp", np.random.default_rng(0), G=2, drain=800)
     r = sim.run()
-    m = bp.metrics(r)
+    m = task.metrics(r)
     assert m["completed"] == w.n and m["preemptions"] == 0
     assert r.buffer_len.max() > 0 and m["epochs"] > 0  # the router was actually loaded
     assert r.kv.max() <= 2048
@@ -212,20 +212,20 @@ def test_olp_exact_predictions_reservations_match_kv_and_never_preempt():
 
 def test_sparser_epoch_trigger_also_serves_everyone_exactly():
     w = small_workload(arrival_steps=200, rate=0.55)
-    dense = bp.ClusterSim(w, "olp", np.random.default_rng(0), G=2, drain=800).run()
-    sparse = bp.ClusterSim(w, "olp", np.random.default_rng(0), G=2, drain=800, trigger="events").run()
-    assert bp.metrics(sparse)["completed"] == w.n and not sparse.preemptions
+    dense = task.ClusterSim(w, "olp", np.random.default_rng(0), G=2, drain=800).run()
+    sparse = task.ClusterSim(w, "olp", np.random.default_rng(0), G=2, drain=800, trigger="events").run()
+    assert task.metrics(sparse)["completed"] == w.n and not sparse.preemptions
     assert len(sparse.epoch_steps) < len(dense.epoch_steps)  # arrivals and completions only
     with pytest.raises(ValueError, match="valid: batch_end, events"):
-        bp.ClusterSim(w, "olp", np.random.default_rng(0), trigger="often")
+        task.ClusterSim(w, "olp", np.random.default_rng(0), trigger="often")
 
 
 def test_noisy_predictions_keep_reservations_consistent():
     w = small_workload(arrival_steps=200, rate=0.55, noise=0.2)
     for policy in ("olp", "central_sjf"):
-        sim = bp.ClusterSim(w, policy, np.random.default_rng(0), G=2, drain=800)
+        sim = task.ClusterSim(w, policy, np.random.default_rng(0), G=2, drain=800)
         r = sim.run()
-        assert bp.metrics(r)["completed"] == w.n
+        assert task.metrics(r)["completed"] == w.n
         # released on early completion, extended on overrun, released on preemption
         assert np.array_equal(sim.res.U_M[:, : r.steps].T, r.kv)
         assert np.all(sim.res.U_M[:, r.steps :] == 0) and np.all(sim.res.U_B >= 0)
@@ -233,8 +233,8 @@ def test_noisy_predictions_keep_reservations_consistent():
 
 def test_dispatch_baseline_preempts_under_load():
     w = small_workload(arrival_steps=200, rate=0.55)
-    r = bp.run_policy("round_robin", w, 0, G=2, drain=800)
-    m = bp.metrics(r)
+    r = task.run_policy("round_robin", w, 0, G=2, drain=800)
+    m = task.metrics(r)
     assert m["completed"] == w.n and m["preemptions"] > 0
     assert m["tokens_emitted"] > m["tokens"]  # recompute wastes work
     assert r.kv.max() <= 2048
@@ -244,8 +244,8 @@ def test_dispatch_baseline_preempts_under_load():
 def test_determinism():
     w = small_workload(arrival_steps=120, rate=0.55)
     for policy in ("random", "p2c", "olp"):
-        m1 = bp.metrics(bp.run_policy(policy, w, 7, G=2, drain=600))
-        m2 = bp.metrics(bp.run_policy(policy, w, 7, G=2, drain=600))
+        m1 = task.metrics(task.run_policy(policy, w, 7, G=2, drain=600))
+        m2 = task.metrics(task.run_policy(policy, w, 7, G=2, drain=600))
         for key in ("mean_e2e", "p99_e2e", "mean_ttft", "ttft_le_20", "preemptions", "epochs"):
             assert m1[key] == m2[key]
     w2 = small_workload(arrival_steps=120, rate=0.55)
@@ -253,7 +253,7 @@ def test_determinism():
 
 
 def test_metrics_hand_case():
-    r = bp.SimResult(
+    r = task.SimResult(
         policy="x",
         T=100,
         steps=30,
@@ -268,7 +268,7 @@ def test_metrics_hand_case():
         preemptions=[(4, 0)],
         epoch_seconds=[0.001, 0.003],
     )
-    m = bp.metrics(r)
+    m = task.metrics(r)
     assert m["mean_e2e"] == 5 and m["completed"] == 1 and m["tokens"] == 5
     assert m["mean_ttft"] == 14 and m["ttft_le_20"] == pytest.approx(1 / 3)
     assert m["preemptions"] == 1 and m["ms_per_epoch"] == pytest.approx(2.0)
@@ -279,7 +279,7 @@ def test_metrics_hand_case():
 
 def test_knapsack_offline_dominates_online():
     for seed, n in [(0, 250), (1, 1000), (2, 400)]:
-        out = bp.knapsack_compare(np.random.default_rng(seed), n)
+        out = theory.knapsack_compare(np.random.default_rng(seed), n)
         lp = out["offline_lp"]
         for key in ("bid_price", "sgd_dual", "greedy"):
             assert out[key] <= lp + 1e-9
@@ -289,9 +289,9 @@ def test_knapsack_offline_dominates_online():
 
 def test_knapsack_offline_lp_tiny():
     # ratios 2, 1, 0.5; capacity 2.5 -> items 0 and 1 whole (size 1+1), half of item 2
-    value, p = bp.knapsack_offline([2.0, 1.0, 0.5], [1.0, 1.0, 1.0], 2.5)
+    value, p = theory.knapsack_offline([2.0, 1.0, 0.5], [1.0, 1.0, 1.0], 2.5)
     assert value == pytest.approx(3.25) and p == pytest.approx(0.5)
-    value, p = bp.knapsack_offline([2.0, 1.0], [1.0, 1.0], 5.0)
+    value, p = theory.knapsack_offline([2.0, 1.0], [1.0, 1.0], 5.0)
     assert value == 3.0 and p == 0.0
 
 
@@ -304,13 +304,13 @@ def test_smoke_experiment_and_claim_ids():
 
     import yaml
 
-    cfg = types.SimpleNamespace(**bp.EXPERIMENT_PROFILES["smoke"])
-    rows, traces = bp.run_experiment(cfg)
-    assert len(rows) == len(cfg.seeds) * len(bp.VARIANTS)
-    assert set(traces) == {v[0] for v in bp.VARIANTS}
-    assert all(set(bp.REPORTED_METRICS) <= set(r) for r in rows)
-    values = bp.claim_values(rows)
-    chapter = Path(__file__).resolve().parents[1] / "notebooks/bidprice_routing/chapter.yml"
+    cfg = types.SimpleNamespace(**experiment.EXPERIMENT_PROFILES["smoke"])
+    rows, traces = experiment.run_experiment(cfg)
+    assert len(rows) == len(cfg.seeds) * len(experiment.VARIANTS)
+    assert set(traces) == {v[0] for v in experiment.VARIANTS}
+    assert all(set(experiment.REPORTED_METRICS) <= set(r) for r in rows)
+    values = experiment.claim_values(rows)
+    chapter = Path(__file__).resolve().parents[2] / "notebooks/bidprice_routing/chapter.yml"
     ids = {c["id"] for c in yaml.safe_load(chapter.read_text())["claims"]}
     assert set(values[cfg.seeds[0]]) == ids
     assert all(isinstance(v, float) for v in values[cfg.seeds[0]].values())
@@ -319,10 +319,10 @@ def test_smoke_experiment_and_claim_ids():
 
 
 def test_exercise_graders_accept_reference_and_reject_wrong(capsys):
-    bp.check_kv_ramp(lambda s, o_hat, tau, T: bp.action_column(s, o_hat, tau, T)[1])
-    bp.check_price_step(lambda p, a, x, d, eta: max(0.0, p + eta * (a * x - d)))
+    exercises.check_kv_ramp(lambda s, o_hat, tau, T: method.action_column(s, o_hat, tau, T)[1])
+    exercises.check_price_step(lambda p, a, x, d, eta: max(0.0, p + eta * (a * x - d)))
     assert "correct" in capsys.readouterr().out
     with pytest.raises(AssertionError):
-        bp.check_kv_ramp(lambda s, o_hat, tau, T: s + np.arange(o_hat))  # off by one, no truncation
+        exercises.check_kv_ramp(lambda s, o_hat, tau, T: s + np.arange(o_hat))  # off by one, no truncation
     with pytest.raises(AssertionError):
-        bp.check_price_step(lambda p, a, x, d, eta: p + eta * (a * x - d))  # no projection
+        exercises.check_price_step(lambda p, a, x, d, eta: p + eta * (a * x - d))  # no projection

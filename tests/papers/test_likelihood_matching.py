@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from replib.core.runtime import compute_threads
-from replib.papers import likelihood_matching as lm
+from replib.papers.likelihood_matching import exercises, experiment, method, task, theory
 
-MIX = lm.ring_mixture()
+MIX = task.ring_mixture()
 
 
 @pytest.fixture(autouse=True)
@@ -29,7 +29,7 @@ def test_mixture_shape_and_anisotropy():
         assert np.allclose(ev, [0.01, 0.3])
         # the long axis is tangential (orthogonal to the mean direction)
         assert abs(V[:, 1] @ mu) < 1e-9
-    X = lm.sample_mixture(MIX, 20000, 0)
+    X = task.sample_mixture(MIX, 20000, 0)
     assert np.allclose(X.mean(0), 0, atol=0.05)
 
 
@@ -38,15 +38,15 @@ def test_score_and_hessian_match_finite_differences(t):
     rng = np.random.default_rng(1)
     x = rng.standard_normal((5, 2)) * 1.5
     h = 1e-5
-    s = lm.score_pt(MIX, x, t)
-    H = lm.hessian_pt(MIX, x, t)
+    s = task.score_pt(MIX, x, t)
+    H = task.hessian_pt(MIX, x, t)
     fd_s = np.zeros_like(x)
     fd_H = np.zeros((5, 2, 2))
     for j in range(2):
         e = np.zeros(2)
         e[j] = h
-        fd_s[:, j] = (lm.log_pt(MIX, x + e, t) - lm.log_pt(MIX, x - e, t)) / (2 * h)
-        fd_H[:, :, j] = (lm.score_pt(MIX, x + e, t) - lm.score_pt(MIX, x - e, t)) / (2 * h)
+        fd_s[:, j] = (task.log_pt(MIX, x + e, t) - task.log_pt(MIX, x - e, t)) / (2 * h)
+        fd_H[:, :, j] = (task.score_pt(MIX, x + e, t) - task.score_pt(MIX, x - e, t)) / (2 * h)
     assert np.allclose(s, fd_s, rtol=1e-5, atol=1e-5)
     assert np.allclose(H, fd_H, rtol=1e-4, atol=1e-4)
     assert np.allclose(H, np.transpose(H, (0, 2, 1)))
@@ -55,17 +55,17 @@ def test_score_and_hessian_match_finite_differences(t):
 def test_log_pt_integrates_to_one():
     g = np.linspace(-6, 6, 301)
     xx, yy = np.meshgrid(g, g)
-    p = np.exp(lm.log_pt(MIX, np.stack([xx.ravel(), yy.ravel()], 1), 0.3))
+    p = np.exp(task.log_pt(MIX, np.stack([xx.ravel(), yy.ravel()], 1), 0.3))
     assert p.sum() * (g[1] - g[0]) ** 2 == pytest.approx(1.0, abs=1e-3)
 
 
 def test_schedule():
-    assert lm.alpha_bar(0.0) == 1.0
-    assert lm.alpha_bar(1.0) == pytest.approx(math.exp(-10.05))
-    a, sig2 = lm.transition(0.5, 0.3)
+    assert method.alpha_bar(0.0) == 1.0
+    assert method.alpha_bar(1.0) == pytest.approx(math.exp(-10.05))
+    a, sig2 = method.transition(0.5, 0.3)
     assert a**2 + sig2 == pytest.approx(1.0)
-    assert lm.posterior_variance(0.5, 0.0) == 0.0
-    assert np.allclose(lm.time_grid(4), [0, 0.25, 0.5, 0.75, 1])
+    assert method.posterior_variance(0.5, 0.0) == 0.0
+    assert np.allclose(method.time_grid(4), [0, 0.25, 0.5, 0.75, 1])
 
 
 # ---- Tweedie, quasi-likelihood -----------------------------------------------------------------
@@ -74,10 +74,10 @@ def test_schedule():
 def test_tweedie_matches_monte_carlo_on_gaussian():
     S = np.array([[1.0, 0.6], [0.6, 0.5]])
     t, s = 0.4, 0.25
-    a, sig2 = lm.transition(t, s)
+    a, sig2 = method.transition(t, s)
     rng = np.random.default_rng(0)
     n = 400_000
-    xs = rng.multivariate_normal(np.zeros(2), lm.alpha_bar(s) * S + (1 - lm.alpha_bar(s)) * np.eye(2), n)
+    xs = rng.multivariate_normal(np.zeros(2), method.alpha_bar(s) * S + (1 - method.alpha_bar(s)) * np.eye(2), n)
     xt = a * xs + math.sqrt(sig2) * rng.standard_normal((n, 2))
     # condition on x_t near a point by regression: (X_s, X_t) jointly Gaussian; the conditional
     # moments are the linear-regression ones, estimated from the samples
@@ -87,35 +87,35 @@ def test_tweedie_matches_monte_carlo_on_gaussian():
     x0 = np.array([0.7, -0.4])
     mc_mean = B @ x0
     mc_cov = C[:2, :2] - B @ C[2:, :2]
-    P = np.linalg.inv(lm.alpha_bar(t) * S + (1 - lm.alpha_bar(t)) * np.eye(2))
-    mean, cov = lm.tweedie_moments(x0, -P @ x0, -P, a, sig2)
+    P = np.linalg.inv(method.alpha_bar(t) * S + (1 - method.alpha_bar(t)) * np.eye(2))
+    mean, cov = method.tweedie_moments(x0, -P @ x0, -P, a, sig2)
     assert np.allclose(mean, mc_mean, atol=0.01)
     assert np.allclose(cov, mc_cov, atol=0.005)
 
 
 def test_tweedie_quadrature_1d_mixture():
     mix1 = dict(weights=np.array([0.3, 0.7]), means=np.array([[-1.5], [1.0]]), covs=np.array([[[0.05]], [[0.2]]]))
-    q = lm.tweedie_quadrature_1d(mix1, np.linspace(-2, 2, 9), 0.4, 0.2)
+    q = theory.tweedie_quadrature_1d(mix1, np.linspace(-2, 2, 9), 0.4, 0.2)
     assert np.allclose(q["mean_quad"], q["mean_tweedie"], atol=1e-6)
     assert np.allclose(q["var_quad"], q["var_tweedie"], atol=1e-6)
 
 
 def test_smw_terms_match_dense():
     for r in (0, 1, 3):
-        res = lm.smw_check(r, d=4, r=r)
+        res = theory.smw_check(r, d=4, r=r)
         assert max(res.values()) < 1e-10
 
 
 def _lm_batch(n=40_000, t=0.3, s=0.2, seed=0):
     rng = np.random.default_rng(seed)
-    x0 = lm.sample_mixture(MIX, n, rng)
-    ab = lm.alpha_bar(t)
+    x0 = task.sample_mixture(MIX, n, rng)
+    ab = method.alpha_bar(t)
     eps = rng.standard_normal(x0.shape)
     xt = math.sqrt(ab) * x0 + math.sqrt(1 - ab) * eps
-    a, sig2 = lm.transition(t, s)
+    a, sig2 = method.transition(t, s)
     kappa = 1 - sig2 / (1 - ab)
     s0 = -eps / math.sqrt(1 - ab)
-    return xt, s0, sig2, kappa, lm.score_pt(MIX, xt, t), lm.hessian_pt(MIX, xt, t)
+    return xt, s0, sig2, kappa, task.score_pt(MIX, xt, t), task.hessian_pt(MIX, xt, t)
 
 
 def test_rb_loss_minimised_by_true_score_and_hessian():
@@ -123,7 +123,7 @@ def test_rb_loss_minimised_by_true_score_and_hessian():
     eye = np.eye(2)
 
     def loss(sc, Hm):
-        return float(lm.quasi_likelihood_rb(sc, eye + sig2 * Hm, s0, sig2, kappa).mean())
+        return float(method.quasi_likelihood_rb(sc, eye + sig2 * Hm, s0, sig2, kappa).mean())
 
     best = loss(score, H)
     assert best < loss(score + 0.3, H)
@@ -136,26 +136,26 @@ def test_rb_loss_minimised_by_true_score_and_hessian():
 
 
 def test_network_loss_equals_dense_formula():
-    net = lm.LMNet(rank=1, seed=0)
+    net = method.LMNet(rank=1, seed=0)
     g = torch.Generator().manual_seed(0)
-    x0 = lm.sample_mixture(MIX, 64, generator=g)
+    x0 = task.sample_mixture(MIX, 64, generator=g)
     t = torch.rand(64, generator=g) * 0.9 + 0.05
     s = (t - 0.1).clamp_min(0)
     eps = torch.randn(64, 2, generator=g)
-    got = lm.training_loss(net, x0, t, s, eps, "lm").detach()
-    ab = lm.alpha_bar(t.double())
+    got = method.training_loss(net, x0, t, s, eps, "lm").detach()
+    ab = method.alpha_bar(t.double())
     xt = torch.sqrt(ab)[:, None] * x0.double() + torch.sqrt(1 - ab)[:, None] * eps.double()
     with torch.no_grad():
         out = net(xt.float(), t)
-    _, sig2 = lm.transition(t.double(), s.double())
-    H = lm.hessian_from_model(out, t.double())
+    _, sig2 = method.transition(t.double(), s.double())
+    H = method.hessian_from_model(out, t.double())
     C = torch.eye(2, dtype=torch.float64) + sig2[:, None, None] * H
     s0 = -eps.double() / torch.sqrt(1 - ab)[:, None]
     kappa = 1 - sig2 / (1 - ab)
-    want = lm.quasi_likelihood_rb(out["score"], C, s0, sig2, kappa).mean()
+    want = method.quasi_likelihood_rb(out["score"], C, s0, sig2, kappa).mean()
     assert float(got) == pytest.approx(float(want), rel=1e-4, abs=1e-4)
     # mean-only: C = I
-    got_m = lm.training_loss(net, x0, t, s, eps, "lm_mean").detach()
+    got_m = method.training_loss(net, x0, t, s, eps, "lm_mean").detach()
     v = out["eps"].double() - eps.double()
     assert float(got_m) == pytest.approx(float((0.5 * sig2 / (1 - ab) * (v * v).sum(-1)).mean()), rel=1e-4)
 
@@ -167,7 +167,7 @@ def _gauss_fns(S):
     S = np.asarray(S)
 
     def P(t):
-        return np.linalg.inv(lm.alpha_bar(float(t)) * S + (1 - lm.alpha_bar(float(t))) * np.eye(len(S)))
+        return np.linalg.inv(method.alpha_bar(float(t)) * S + (1 - method.alpha_bar(float(t))) * np.eye(len(S)))
 
     return (lambda x, t: -np.asarray(x) @ P(t)), (lambda x, t: np.broadcast_to(-P(t), (len(x),) + S.shape).copy())
 
@@ -175,30 +175,30 @@ def _gauss_fns(S):
 def test_lm_sampler_with_exact_score_and_hessian_recovers_gaussian():
     S = np.array([[2.0, 0.9], [0.9, 0.6]])
     sf, hf = _gauss_fns(S)
-    X = lm.sample(lm.exact_reverse_fn(sf, hf, "LM"), 40_000, 200, seed=0)
+    X = method.sample(method.exact_reverse_fn(sf, hf, "LM"), 40_000, 200, seed=0)
     assert np.allclose(X.mean(0), 0, atol=0.03)
     assert np.allclose(np.cov(X.T), S, atol=0.05)
     # exact for any N (up to the terminal mismatch): also with 5 steps
-    X5 = lm.sample(lm.exact_reverse_fn(sf, hf, "LM"), 40_000, 5, seed=1)
+    X5 = method.sample(method.exact_reverse_fn(sf, hf, "LM"), 40_000, 5, seed=1)
     assert np.allclose(np.cov(X5.T), S, atol=0.05)
 
 
 def test_gaussian_output_covariance_theory():
     S = np.array([[2.0, 0.9], [0.9, 0.6]])
     for N in (2, 5, 50):
-        assert np.allclose(lm.gaussian_output_covariance(S, N, "LM"), S, atol=1e-3)
-    bias = [np.abs(lm.gaussian_output_covariance(S, N, "beta") - S).max() for N in (5, 20, 200)]
+        assert np.allclose(theory.gaussian_output_covariance(S, N, "LM"), S, atol=1e-3)
+    bias = [np.abs(theory.gaussian_output_covariance(S, N, "beta") - S).max() for N in (5, 20, 200)]
     assert bias[0] > bias[1] > bias[2] and bias[0] > 0.1
 
 
 def test_path_identity_holds():
-    res = lm.path_identity_check(0.8, S=1.5, n_steps=7, n_paths=50)
+    res = theory.path_identity_check(0.8, S=1.5, n_steps=7, n_paths=50)
     assert res["rhs_mean"] == pytest.approx(res["log_p0"], abs=1e-8)
 
 
 def test_reverse_kl_lm_beats_isotropic_on_big_step():
     mix1 = dict(weights=np.array([0.5, 0.5]), means=np.array([[-1.0], [1.0]]), covs=np.array([[[0.01]], [[0.01]]]))
-    r = lm.reverse_kl_1d(mix1, 0.3, 0.5, 0.3)
+    r = theory.reverse_kl_1d(mix1, 0.3, 0.5, 0.3)
     assert r["kl_lm"] < r["kl_beta"] and r["kl_lm"] < r["kl_beta_tilde"]
 
 
@@ -208,12 +208,12 @@ def test_reverse_kl_lm_beats_isotropic_on_big_step():
 def test_sliced_w2():
     rng = np.random.default_rng(0)
     X = rng.standard_normal((500, 2))
-    assert lm.sliced_w2(X, X) == pytest.approx(0.0, abs=1e-12)
-    d1, d2 = lm.sliced_w2(X, X + [0.5, 0]), lm.sliced_w2(X, X + [1.0, 0])
+    assert task.sliced_w2(X, X) == pytest.approx(0.0, abs=1e-12)
+    d1, d2 = task.sliced_w2(X, X + [0.5, 0]), task.sliced_w2(X, X + [1.0, 0])
     assert 0 < d1 < d2
     # a pure shift c: SW2^2 = mean over directions (theta . c)^2 ~ |c|^2 / 2 in 2-D
     assert d2 == pytest.approx(math.sqrt(0.5), rel=0.2)
-    assert lm.sliced_w2(X, X[:250]) < 0.2  # unequal sizes handled
+    assert task.sliced_w2(X, X[:250]) < 0.2  # unequal sizes handled
 
 
 def test_nll_bound_exact_gaussian_is_near_true_nll():
@@ -222,8 +222,8 @@ def test_nll_bound_exact_gaussian_is_near_true_nll():
     rng = np.random.default_rng(2)
     x0 = rng.multivariate_normal([0, 0], S, 3000)
     true = -np.mean(-0.5 * (np.einsum("ni,ij,nj->n", x0, np.linalg.inv(S), x0) + np.log(np.linalg.det(2 * np.pi * S)))) / 2
-    lmb = lm.nll_bound(lm.exact_reverse_fn(sf, hf, "LM"), x0, 20)
-    beta = lm.nll_bound(lm.exact_reverse_fn(sf, hf, "beta"), x0, 20)
+    lmb = task.nll_bound(method.exact_reverse_fn(sf, hf, "LM"), x0, 20)
+    beta = task.nll_bound(method.exact_reverse_fn(sf, hf, "beta"), x0, 20)
     assert lmb == pytest.approx(true, abs=0.03)  # exact transitions: the bound is tight
     assert beta > lmb + 0.01
 
@@ -232,37 +232,37 @@ def test_nll_bound_exact_gaussian_is_near_true_nll():
 
 
 def test_network_heads_and_psd_covariance():
-    net = lm.LMNet(rank=1, seed=0)
+    net = method.LMNet(rank=1, seed=0)
     out = net(torch.randn(7, 2), torch.rand(7))
     assert out["eps"].shape == (7, 2) and out["lam"].shape == (7, 2) and out["L"].shape == (7, 2, 1)
     t = torch.full((7,), 0.3, dtype=torch.float64)
-    D, W, kappa = lm.covariance_factors(out["lam"], out["L"], t, t - 0.1)
+    D, W, kappa = method.covariance_factors(out["lam"], out["L"], t, t - 0.1)
     C = torch.diag_embed(D) + W @ W.transpose(-1, -2)
     assert (torch.linalg.eigvalsh(C) > 0).all()
 
 
 def test_training_reduces_loss_and_is_deterministic():
-    a, ia = lm.train_model("lm", seed=3, steps=30, batch_size=64)
-    b, ib = lm.train_model("lm", seed=3, steps=30, batch_size=64)
+    a, ia = experiment.train_model("lm", seed=3, steps=30, batch_size=64)
+    b, ib = experiment.train_model("lm", seed=3, steps=30, batch_size=64)
     assert ia["final_loss"] == ib["final_loss"]
     for p, q in zip(a.parameters(), b.parameters()):
         assert torch.equal(p, q)
-    fn = lm.model_reverse_fn(a, "LM")
-    assert np.array_equal(lm.sample(fn, 100, 5, seed=1), lm.sample(fn, 100, 5, seed=1))
+    fn = method.model_reverse_fn(a, "LM")
+    assert np.array_equal(method.sample(fn, 100, 5, seed=1), method.sample(fn, 100, 5, seed=1))
 
 
 def test_dsm_training_learns_the_score():
-    net, _ = lm.train_model("dsm", seed=0, steps=300)
-    he = lm.hessian_error(net, MIX, 0.6, n=500)
-    untrained = lm.hessian_error(lm.LMNet(seed=0), MIX, 0.6, n=500)
+    net, _ = experiment.train_model("dsm", seed=0, steps=300)
+    he = task.hessian_error(net, MIX, 0.6, n=500)
+    untrained = task.hessian_error(method.LMNet(seed=0), MIX, 0.6, n=500)
     assert he["score_mse"] < 0.3 * untrained["score_mse"]
 
 
 def test_run_experiment_smoke_and_determinism():
-    cfg = SimpleNamespace(**{**lm.EXPERIMENT_PROFILES["smoke"], "train_steps": 20, "n_samples": 100,
+    cfg = SimpleNamespace(**{**experiment.EXPERIMENT_PROFILES["smoke"], "train_steps": 20, "n_samples": 100,
                              "n_nll": 50, "n_hess": 50, "methods": ["LM", "B1", "B2", "B3", "B4"]})
-    rows, ex = lm.run_experiment(cfg)
-    rows2, _ = lm.run_experiment(cfg)
+    rows, ex = experiment.run_experiment(cfg)
+    rows2, _ = experiment.run_experiment(cfg)
     samp = [r for r in rows if r["kind"] == "sampling"]
     assert len(samp) == 5 * 2
     assert all(np.isfinite(r["sw2"]) and np.isfinite(r["nll"]) for r in samp)
@@ -270,7 +270,7 @@ def test_run_experiment_smoke_and_determinism():
     assert np.array_equal(key(rows), key(rows2), equal_nan=True)
     assert ex["samples"][("LM", 5)].shape == (100, 2) and ex["target"].shape == (100, 2)
     assert len(ex["ellipses"]) == 6 and ex["ellipses"][0]["cov_true"].shape == (2, 2)
-    cv = lm.claim_values(rows)
+    cv = experiment.claim_values(rows)
     assert set(cv[0]) == {"c1_few_steps_sw2", "c2_nll_bound", "c3_convergence", "c4_hessian_learned"}
     assert math.isnan(cv[0]["c2_nll_bound"]) and math.isnan(cv[0]["c3_convergence"])
     assert np.isfinite(cv[0]["c1_few_steps_sw2"]) and np.isfinite(cv[0]["c4_hessian_learned"])
@@ -285,12 +285,12 @@ def test_claim_values_synthetic():
                  dict(kind="sampling", seed=0, method=m, n_steps=200, sw2=sw200, nll=0.5)]
     rows.append(dict(kind="hessian", seed=0, method="LM", t=0.3, rel_error=0.2, score_mse=0.1))
     rows.append(dict(kind="hessian", seed=0, method="LM", t=0.1, rel_error=0.9, score_mse=0.1))
-    cv = lm.claim_values(rows)[0]
+    cv = experiment.claim_values(rows)[0]
     assert cv["c1_few_steps_sw2"] == pytest.approx(0.5)
     assert cv["c2_nll_bound"] == pytest.approx(0.1)
     assert cv["c3_convergence"] == pytest.approx(0.05)
     assert cv["c4_hessian_learned"] == pytest.approx(0.2)
-    cv2 = lm.claim_values([r for r in rows if r.get("method") != "B2"])[0]
+    cv2 = experiment.claim_values([r for r in rows if r.get("method") != "B2"])[0]
     assert math.isnan(cv2["c1_few_steps_sw2"]) and math.isnan(cv2["c3_convergence"])
 
 
@@ -299,39 +299,39 @@ def test_claims_in_chapter_yml_are_computed():
 
     import yaml
 
-    path = Path(__file__).resolve().parents[1] / "notebooks" / "likelihood_matching" / "chapter.yml"
+    path = Path(__file__).resolve().parents[2] / "notebooks" / "likelihood_matching" / "chapter.yml"
     ids = {c["id"] for c in yaml.safe_load(path.read_text())["claims"]}
     rows = [dict(kind="hessian", seed=0, method="LM", t=0.3, rel_error=0.2, score_mse=0.1)]
-    assert set(lm.claim_values(rows)[0]) == ids
+    assert set(experiment.claim_values(rows)[0]) == ids
 
 
 # ---- graders -----------------------------------------------------------------------------------
 
 
 def test_graders_accept_reference_and_reject_wrong():
-    lm.check_tweedie_moments(lambda x, s, H, a, sig2: lm.tweedie_moments(x, s, H, a, sig2))
+    exercises.check_tweedie_moments(lambda x, s, H, a, sig2: method.tweedie_moments(x, s, H, a, sig2))
     with pytest.raises(AssertionError):
         # forgets the 1/a^2 on the covariance
-        lm.check_tweedie_moments(lambda x, s, H, a, sig2: ((x + sig2 * s) / a, sig2 * (np.eye(len(x)) + sig2 * H)))
-    lm.check_sliced_w2(lambda X, Y, V: lm.sliced_w2(X, Y, directions=V))
+        exercises.check_tweedie_moments(lambda x, s, H, a, sig2: ((x + sig2 * s) / a, sig2 * (np.eye(len(x)) + sig2 * H)))
+    exercises.check_sliced_w2(lambda X, Y, V: task.sliced_w2(X, Y, directions=V))
     with pytest.raises(AssertionError):
         # forgets the square root
-        lm.check_sliced_w2(lambda X, Y, V: lm.sliced_w2(X, Y, directions=V) ** 2)
+        exercises.check_sliced_w2(lambda X, Y, V: task.sliced_w2(X, Y, directions=V) ** 2)
 
 
 def test_decoupled_objective_has_the_same_value_and_split_gradients():
-    net = lm.LMNet(seed=0)
+    net = method.LMNet(seed=0)
     gen = torch.Generator().manual_seed(0)
-    x0 = torch.as_tensor(lm.sample_mixture(lm.ring_mixture(), 64, np.random.default_rng(0))).float()
+    x0 = torch.as_tensor(task.sample_mixture(task.ring_mixture(), 64, np.random.default_rng(0))).float()
     t = torch.rand(64, generator=gen) * 0.9 + 0.1
     s = (t - 0.05).clamp_min(0)
     eps = torch.randn(64, 2, generator=gen)
-    full = lm.training_loss(net, x0, t, s, eps, "lm")
-    split = lm.training_loss(net, x0, t, s, eps, "lm_sg")
+    full = method.training_loss(net, x0, t, s, eps, "lm")
+    split = method.training_loss(net, x0, t, s, eps, "lm_sg")
     assert torch.isclose(full, split, rtol=1e-5)
     grads = {}
     for objective in ("lm", "lm_sg"):
         net.zero_grad()
-        lm.training_loss(net, x0, t, s, eps, objective).backward()
+        method.training_loss(net, x0, t, s, eps, objective).backward()
         grads[objective] = [p.grad.clone() for p in net.parameters()]
     assert any(not torch.allclose(a, b) for a, b in zip(grads["lm"], grads["lm_sg"]))
