@@ -51,7 +51,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from replib import core
-from replib.papers import bayes_structured as bs
+from replib.papers.bayes_structured import method, theory
+from replib.papers.bayes_structured import task as toy
 
 core.set_style()
 profile = core.resolve_profile()
@@ -89,17 +90,17 @@ n_repeats = {"smoke": 200, "book": 2000, "paper": 20000}[profile]
 # %%
 rng = np.random.default_rng(0)
 random_latents = {
-    "sets": lambda: rng.random((7, bs.N_ITEMS)) < rng.random(bs.N_ITEMS),
+    "sets": lambda: rng.random((7, method.N_ITEMS)) < rng.random(method.N_ITEMS),
     "ratings": lambda: rng.integers(0, 11, size=7),
     "labels": lambda: rng.integers(0, 4, size=7),
 }
-for task in bs.TASKS:
+for task in method.TASKS:
     for _ in range(50):
         latents = random_latents[task]()
-        answer, risk = bs.bayes_response(task, latents)
-        best, best_risk = bs.bayes_by_search(task, latents)
+        answer, risk = method.bayes_response(task, latents)
+        best, best_risk = method.bayes_by_search(task, latents)
         assert abs(risk - best_risk) < 1e-12
-        assert abs(risk - bs.expected_distance(task, answer, latents)) < 1e-12
+        assert abs(risk - method.expected_distance(task, answer, latents)) < 1e-12
 print("closed forms agree with brute-force search over the whole latent space on 150 random inputs")
 
 # %% [markdown]
@@ -110,7 +111,7 @@ print("closed forms agree with brute-force search over the whole latent space on
 # orderings. Three decoders, three answers:
 
 # %%
-ex = bs.three_item_example()
+ex = theory.three_item_example()
 print("strings and their probabilities:",
       {"".join(k): round(v, 3) for k, v in sorted(ex["strings"].items(), key=lambda kv: -kv[1])})
 print("q_e =", {e: round(float(q), 2) for e, q in zip(ex["universe"], ex["q"])})
@@ -139,7 +140,7 @@ for key, name in [("top_string", "most probable string"), ("latent_mode", "laten
 
 # %%
 sizes = [3, 4, 5, 6, 7]
-perfect = bs.perfect_model_table(rho=bs.RHO, sizes=sizes, width=5)
+perfect = theory.perfect_model_table(rho=toy.RHO, sizes=sizes, width=5)
 rules = {"beam": "beam search, 5 beams", "beam_all": "beam search, every eos kept", "string_mode": "string mode",
          "greedy": "greedy", "majority": "element-wise majority"}
 print("true size:                  ", "  ".join(map(str, sizes)))
@@ -180,8 +181,8 @@ plt.show()
 
 # %%
 for width in (2, 5, 10, 20):
-    beam_losses = [bs.hamming_loss(bs.perfect_beam(np.arange(bs.N_ITEMS) < size, bs.RHO, width).latent,
-                                   np.arange(bs.N_ITEMS) < size) for size in sizes]
+    beam_losses = [toy.hamming_loss(theory.perfect_beam(np.arange(method.N_ITEMS) < size, toy.RHO, width).latent,
+                                   np.arange(method.N_ITEMS) < size) for size in sizes]
     print(f"width {width:2d}: Hamming loss by true size {beam_losses}")
 
 # %% [markdown]
@@ -196,7 +197,7 @@ for width in (2, 5, 10, 20):
 # samples from a three-item universe: $\{A, B\}, \{A, C\}, \{B, C\}, \{A, B\}, \{A, C\}$.
 
 # %%
-mvc = bs.medoid_vs_centroid_example()
+mvc = theory.medoid_vs_centroid_example()
 print("q_e:          ", {e: round(float(q), 2) for e, q in zip(mvc["universe"], mvc["q"])})
 print(f"Bayes answer:  {{{', '.join(mvc['bayes_set'])}}}  mean distance to the samples {mvc['bayes_risk']:.2f}")
 print(f"medoid:        {{{', '.join(mvc['medoid_set'])}}}  mean distance to the samples {mvc['medoid_risk']:.2f}")
@@ -213,7 +214,7 @@ assert not mvc["bayes_in_samples"] and mvc["bayes_risk"] < mvc["medoid_risk"]
 # is the same, $\log 2$; their Bayesian risk under absolute loss is not:
 
 # %%
-for name, r in bs.entropy_vs_risk_example(a=(4, 5), b=(0, 10)).items():
+for name, r in theory.entropy_vs_risk_example(a=(4, 5), b=(0, 10)).items():
     print(f"{name} pair: entropy {r['entropy']:.3f} nats, Bayesian risk {r['risk']:.1f}")
 
 # %% [markdown]
@@ -227,7 +228,7 @@ for name, r in bs.entropy_vs_risk_example(a=(4, 5), b=(0, 10)).items():
 truth = np.zeros(10, dtype=bool)
 truth[:5] = True
 ns = [1, 3, 5, 10, 20, 50]
-est = bs.risk_estimates(truth, bs.RHO, ns, n_repeats=n_repeats, seed=0)
+est = theory.risk_estimates(truth, toy.RHO, ns, n_repeats=n_repeats, seed=0)
 assert est["true"] == 2.5
 fig, ax = plt.subplots(figsize=(6, 3.4))
 ax.errorbar(ns, est["mean"], yerr=est["sd"], marker="o", capsize=3, label="estimate of $U$ (± sd)")
@@ -274,6 +275,6 @@ print("mean estimate by N:", {n: round(float(m), 2) for n, m in zip(ns, est["mea
 # 2. In the three-item example, change the probability of $\{A\}$ to 0.10 (and of $\{A, B, C\}$ to
 #    0.55). Which answer does each decoder return now?
 # 3. For which $\rho$ does the exact string mode of a 3-element true set drop an element? Check with
-#    `bs.perfect_model_table(rho=..., sizes=[3])`.
+#    `theory.perfect_model_table(rho=..., sizes=[3])`.
 # 4. Why is the plug-in estimate of $U$ biased low? Compute its expectation for $N = 2$ and one item
 #    with membership probability $q$.

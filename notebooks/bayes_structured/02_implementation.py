@@ -15,9 +15,10 @@
 # %% [markdown]
 # # Bayes-optimal responses in latent space: implementation
 #
-# This notebook builds the method piece by piece from `replib.papers.bayes_structured` and the shared
-# tiny language model in `replib.models.causal_lm`, each piece beside the step it implements and
-# checked on inputs small enough to verify by hand.
+# This notebook builds the method piece by piece from the package `replib.papers.bayes_structured`
+# (the tasks in its module `task`, imported as `toy`; the method in `method`; the baselines in
+# `baselines`) and the shared tiny language model in `replib.models.causal_lm`, each piece beside the
+# step it implements and checked on inputs small enough to verify by hand.
 #
 # **Learning goals.** After this notebook you can
 #
@@ -53,7 +54,8 @@ import torch
 
 from replib import core
 from replib.models import causal_lm
-from replib.papers import bayes_structured as bs
+from replib.papers.bayes_structured import baselines, exercises, method
+from replib.papers.bayes_structured import task as toy
 
 core.set_style()
 profile = core.resolve_profile()
@@ -80,11 +82,11 @@ demo_steps = {"smoke": 60, "book": 300, "paper": 300}[profile]
 
 # %%
 rng = np.random.default_rng(0)
-for task in bs.TASKS:
-    problems = bs.sample_problems(task, 1, rng)
-    truth = bs.truth_row(task, problems, 0)
-    answers = [" ".join(bs.decode(bs.noisy_answer(task, truth, rng))) for _ in range(5)]
-    print(f"{task:8s} prompt: {' '.join(bs.decode(problems['prompt'][0]))}")
+for task in method.TASKS:
+    problems = toy.sample_problems(task, 1, rng)
+    truth = toy.truth_row(task, problems, 0)
+    answers = [" ".join(toy.decode(toy.noisy_answer(task, truth, rng))) for _ in range(5)]
+    print(f"{task:8s} prompt: {' '.join(toy.decode(problems['prompt'][0]))}")
     print(f"{'':8s} five training answers: {answers}")
 
 # %% [markdown]
@@ -92,10 +94,10 @@ for task in bs.TASKS:
 # marked by `target_mask`:
 
 # %%
-ids, target_mask = bs.training_batch(4, np.random.default_rng(1))
+ids, target_mask = toy.training_batch(4, np.random.default_rng(1))
 for row, mask in zip(ids, target_mask):
-    print(" ".join(f"[{t}]" if m else t for t, m in zip(bs.decode(row), mask) if t != "<pad>"))
-assert ids.shape == (4, bs.MAX_LEN) and not target_mask[:, : bs.PROMPT_LEN["labels"]].any()
+    print(" ".join(f"[{t}]" if m else t for t, m in zip(toy.decode(row), mask) if t != "<pad>"))
+assert ids.shape == (4, toy.MAX_LEN) and not target_mask[:, : toy.PROMPT_LEN["labels"]].any()
 
 # %% [markdown]
 # ## 2. The interpretation map $\varphi$ and the template $\psi$
@@ -106,20 +108,20 @@ assert ids.shape == (4, bs.MAX_LEN) and not target_mask[:, : bs.PROMPT_LEN["labe
 # can be returned to the user.
 
 # %%
-core.show_source(bs.parse)
+core.show_source(toy.parse)
 
 # %%
-enc = bs.encode
-assert bs.parse("sets", enc(["C", "A", "<eos>"])).tolist() == [True, False, True] + [False] * 7
-assert bs.parse("sets", enc(["C", "A", "C", "<eos>"])) is None  # an item twice
-assert bs.parse("sets", enc(["C", "A"])) is None  # cut off: no end token
-assert bs.parse("ratings", enc(["0", "7", "<eos>"])) == bs.parse("ratings", enc(["7", "<eos>"])) == 7
-assert bs.parse("ratings", enc(["1", "0", "<eos>"])) == 10 and bs.parse("ratings", enc(["1", "7", "<eos>"])) is None
-top_class_words = bs.CLASS_WORDS[0]
-assert {bs.parse("labels", enc([w, "<eos>"])) for w in top_class_words} == {0}
-latent = bs.parse("sets", enc(["J", "B", "E", "<eos>"]))
-print("psi(phi('J B E')) =", " ".join(bs.decode(bs.render("sets", latent))))
-assert bs.decode(bs.render("sets", latent)) == ["B", "E", "J", "<eos>"]
+enc = toy.encode
+assert toy.parse("sets", enc(["C", "A", "<eos>"])).tolist() == [True, False, True] + [False] * 7
+assert toy.parse("sets", enc(["C", "A", "C", "<eos>"])) is None  # an item twice
+assert toy.parse("sets", enc(["C", "A"])) is None  # cut off: no end token
+assert toy.parse("ratings", enc(["0", "7", "<eos>"])) == toy.parse("ratings", enc(["7", "<eos>"])) == 7
+assert toy.parse("ratings", enc(["1", "0", "<eos>"])) == 10 and toy.parse("ratings", enc(["1", "7", "<eos>"])) is None
+top_class_words = toy.CLASS_WORDS[0]
+assert {toy.parse("labels", enc([w, "<eos>"])) for w in top_class_words} == {0}
+latent = toy.parse("sets", enc(["J", "B", "E", "<eos>"]))
+print("psi(phi('J B E')) =", " ".join(toy.decode(toy.render("sets", latent))))
+assert toy.decode(toy.render("sets", latent)) == ["B", "E", "J", "<eos>"]
 
 # %% [markdown]
 # ## 3. Step 3: the Bayes-optimal response, and the medoid
@@ -129,17 +131,17 @@ assert bs.decode(bs.render("sets", latent)) == ["B", "E", "J", "<eos>"]
 # absolute loss, the mode under 0-1 loss. With it comes the risk $U$.
 
 # %%
-core.show_source(bs.bayes_response)
+core.show_source(method.bayes_response)
 
 # %%
 sets = np.array([[1, 1, 0], [1, 0, 1], [0, 1, 1], [1, 1, 0], [1, 0, 1]], dtype=bool)  # AB, AC, BC, AB, AC
-answer, risk = bs.bayes_response("sets", sets)
+answer, risk = method.bayes_response("sets", sets)
 assert answer.tolist() == [True, True, True] and np.isclose(risk, 0.2 + 0.4 + 0.4)  # q = (0.8, 0.6, 0.6)
-medoid, medoid_risk = bs.mbr_medoid("sets", sets)
+medoid, medoid_risk = baselines.mbr_medoid("sets", sets)
 assert medoid.tolist() == [True, True, False] and np.isclose(medoid_risk, 1.2)
-assert bs.bayes_response("ratings", np.array([5, 5, 7, 8, 8]))[0] == 7  # median, not the modes 5 and 8
-assert bs.bayes_response("ratings", np.array([0, 10, 10]))[1] == 10 / 3
-assert bs.bayes_response("labels", np.array([2, 2, 1, 3]))[0] == 2
+assert method.bayes_response("ratings", np.array([5, 5, 7, 8, 8]))[0] == 7  # median, not the modes 5 and 8
+assert method.bayes_response("ratings", np.array([0, 10, 10]))[1] == 10 / 3
+assert method.bayes_response("labels", np.array([2, 2, 1, 3]))[0] == 2
 print("element-wise majority", answer.astype(int), "risk", risk, "| medoid", medoid.astype(int), "risk", medoid_risk)
 
 # %% [markdown]
@@ -149,11 +151,11 @@ print("element-wise majority", answer.astype(int), "risk", risk, "| medoid", med
 # %%
 samples = [enc(s) for s in (["A", "B", "C", "<eos>"], ["B", "C", "A", "<eos>"], ["C", "A", "B", "<eos>"],
                             ["A", "B", "<eos>"], ["A", "B", "<eos>"])]
-vote = bs.string_majority(samples, "sets")
-latents, n_parsed = bs.parsed_latents("sets", samples)
-print("string vote:", " ".join(bs.decode(vote)), "| Bayes set:",
-      " ".join(bs.decode(bs.render("sets", bs.bayes_response("sets", latents)[0]))))
-assert bs.decode(vote) == ["A", "B", "<eos>"] and bs.bayes_response("sets", latents)[0][:3].all()
+vote = baselines.string_majority(samples, "sets")
+latents, n_parsed = toy.parsed_latents("sets", samples)
+print("string vote:", " ".join(toy.decode(vote)), "| Bayes set:",
+      " ".join(toy.decode(toy.render("sets", method.bayes_response("sets", latents)[0]))))
+assert toy.decode(vote) == ["A", "B", "<eos>"] and method.bayes_response("sets", latents)[0][:3].all()
 
 # %% [markdown]
 # ## 4. Losses against the truth
@@ -165,9 +167,9 @@ assert bs.decode(vote) == ["A", "B", "<eos>"] and bs.bayes_response("sets", late
 # An unparsable answer gets the maximal loss.
 
 # %%
-assert bs.expected_rating_loss(5, 5) == 1.5 and np.isclose(bs.expected_rating_loss(7, 5), 1.1)
-assert bs.task_loss("sets", None, np.zeros(10, bool)) == 10
-print({answer: round(bs.expected_rating_loss(answer, 5), 2) for answer in range(4, 10)})
+assert toy.expected_rating_loss(5, 5) == 1.5 and np.isclose(toy.expected_rating_loss(7, 5), 1.1)
+assert toy.task_loss("sets", None, np.zeros(10, bool)) == 10
+print({answer: round(toy.expected_rating_loss(answer, 5), 2) for answer in range(4, 10)})
 
 # %% [markdown]
 # ## 5. The language model: a tiny GPT-2 trained from scratch
@@ -178,9 +180,9 @@ print({answer: round(bs.expected_rating_loss(answer, 5), 2) for answer in range(
 # see the pieces work:
 
 # %%
-model = causal_lm.tiny_gpt(len(bs.TOKENS), n_positions=bs.MAX_LEN + 1, pad_id=bs.PAD, eos_id=bs.EOS, seed=0)
+model = causal_lm.tiny_gpt(len(toy.TOKENS), n_positions=toy.MAX_LEN + 1, pad_id=toy.PAD, eos_id=toy.EOS, seed=0)
 print(f"{sum(p.numel() for p in model.parameters()):,} parameters")
-losses = causal_lm.train_lm(model, lambda r: bs.training_batch(64, r), steps=demo_steps, seed=0)
+losses = causal_lm.train_lm(model, lambda r: toy.training_batch(64, r), steps=demo_steps, seed=0)
 print(f"training loss: first 20 steps {losses[:20].mean():.2f}, last 20 steps {losses[-20:].mean():.2f} nats/token")
 assert losses[-20:].mean() < losses[:20].mean()
 
@@ -189,24 +191,24 @@ assert losses[-20:].mean() < losses[:20].mean()
 # beam search is `transformers`' `generate` with no length penalty. For one set prompt:
 
 # %%
-problems = bs.sample_problems("sets", 1, np.random.default_rng(7))
+problems = toy.sample_problems("sets", 1, np.random.default_rng(7))
 prompt = torch.as_tensor(problems["prompt"])
 N = 20
-completions, logprobs = causal_lm.sample(model, prompt.repeat(N, 1), bs.max_answer_tokens("sets"), eos_id=bs.EOS,
-                                         pad_id=bs.PAD, generator=torch.Generator().manual_seed(0))
-latents, n_parsed = bs.parsed_latents("sets", completions.numpy())
-bayes, risk = bs.bayes_response("sets", latents)
-greedy = causal_lm.sample(model, prompt, bs.max_answer_tokens("sets"), eos_id=bs.EOS, pad_id=bs.PAD, temperature=0)[0]
-beam = causal_lm.beam_search(model, prompt, bs.max_answer_tokens("sets"), num_beams=5, eos_id=bs.EOS, pad_id=bs.PAD)
-print("prompt:     ", " ".join(bs.decode(prompt[0])))
-print("samples:    ", [" ".join(bs.decode(bs.answer_tokens(c) or [])) for c in completions[:6].numpy()], "...")
+completions, logprobs = causal_lm.sample(model, prompt.repeat(N, 1), toy.max_answer_tokens("sets"), eos_id=toy.EOS,
+                                         pad_id=toy.PAD, generator=torch.Generator().manual_seed(0))
+latents, n_parsed = toy.parsed_latents("sets", completions.numpy())
+bayes, risk = method.bayes_response("sets", latents)
+greedy = causal_lm.sample(model, prompt, toy.max_answer_tokens("sets"), eos_id=toy.EOS, pad_id=toy.PAD, temperature=0)[0]
+beam = causal_lm.beam_search(model, prompt, toy.max_answer_tokens("sets"), num_beams=5, eos_id=toy.EOS, pad_id=toy.PAD)
+print("prompt:     ", " ".join(toy.decode(prompt[0])))
+print("samples:    ", [" ".join(toy.decode(toy.answer_tokens(c) or [])) for c in completions[:6].numpy()], "...")
 print(f"parsed {n_parsed} of {N}; q_e =", np.round(latents.mean(0), 2))
-for name, answer in [("greedy", bs.parse("sets", greedy[0].numpy())), ("beam", bs.parse("sets", beam[0].numpy())),
+for name, answer in [("greedy", toy.parse("sets", greedy[0].numpy())), ("beam", toy.parse("sets", beam[0].numpy())),
                      ("Bayes", bayes)]:
-    text = "unparsable" if answer is None else " ".join(bs.decode(bs.render("sets", answer)))
-    print(f"{name:6s} {text:24s} Hamming loss {bs.task_loss('sets', answer, problems['truth'][0]):.0f}")
+    text = "unparsable" if answer is None else " ".join(toy.decode(toy.render("sets", answer)))
+    print(f"{name:6s} {text:24s} Hamming loss {toy.task_loss('sets', answer, problems['truth'][0]):.0f}")
 print(f"Bayesian risk U = {risk:.2f}")
-assert completions.shape == (N, bs.max_answer_tokens("sets")) and len(latents) == n_parsed
+assert completions.shape == (N, toy.max_answer_tokens("sets")) and len(latents) == n_parsed
 
 # %% [markdown]
 # After a few hundred steps the model has the format of the answers but not yet the rule that a list
@@ -232,11 +234,11 @@ assert completions.shape == (N, bs.max_answer_tokens("sets")) and len(latents) =
 # %%
 score = np.array([0.1, 0.4, 0.35, 0.8])
 loss = np.array([0.0, 1.0, 0.0, 2.0])
-assert np.isclose(bs.auroc(score, loss > 0), 1.0)  # every error scores above every non-error
-assert np.isclose(bs.spearman(score, loss), bs.spearman(score ** 3, loss))  # ranks only
-assert np.isclose(bs.predictive_entropy(np.log([0.5, 0.25])), -(np.log(0.5) + np.log(0.25)) / 2)
-coverage, kept_loss = bs.risk_coverage(score, loss)
-print("coverage", coverage, "mean loss kept", kept_loss, "AURC", round(bs.aurc(score, loss), 3))
+assert np.isclose(toy.auroc(score, loss > 0), 1.0)  # every error scores above every non-error
+assert np.isclose(toy.spearman(score, loss), toy.spearman(score ** 3, loss))  # ranks only
+assert np.isclose(baselines.predictive_entropy(np.log([0.5, 0.25])), -(np.log(0.5) + np.log(0.25)) / 2)
+coverage, kept_loss = toy.risk_coverage(score, loss)
+print("coverage", coverage, "mean loss kept", kept_loss, "AURC", round(toy.aurc(score, loss), 3))
 
 # %% [markdown]
 # ## Exercises
@@ -252,7 +254,7 @@ def elementwise_majority(latents):
 
 
 # %%
-bs.check_elementwise_majority(elementwise_majority)
+exercises.check_elementwise_majority(elementwise_majority)
 
 # %% [markdown]
 # **Exercise 2.** Write the Bayes rule for absolute loss on integer ratings: `median_bayes(values)`
@@ -266,7 +268,7 @@ def median_bayes(values):
 
 
 # %%
-bs.check_median_bayes(median_bayes)
+exercises.check_median_bayes(median_bayes)
 
 # %% [markdown]
 # **Exercise 3 (open).** Under squared loss the Bayes answer is the mean, which need not be an

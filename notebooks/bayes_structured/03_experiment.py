@@ -62,11 +62,12 @@ import torch
 
 from replib import core
 from replib.models import causal_lm
-from replib.papers import bayes_structured as bs
+from replib.papers.bayes_structured import experiment, method
+from replib.papers.bayes_structured import task as toy
 
 core.set_style()
 torch.set_num_threads(2)
-cfg = core.configure(bs.EXPERIMENT_PROFILES, profile, seeds=seeds, train_steps=train_steps, n_test=n_test,
+cfg = core.configure(experiment.EXPERIMENT_PROFILES, profile, seeds=seeds, train_steps=train_steps, n_test=n_test,
                      n_samples=n_samples, temperature=temperature, num_beams=num_beams)
 if max(cfg.n_grid) != cfg.n_samples:  # the sample-size grid ends at the N actually drawn
     cfg.n_grid = [m for m in cfg.n_grid if m < cfg.n_samples] + [cfg.n_samples]
@@ -77,7 +78,7 @@ cfg
 # ## Training and decoding
 
 # %%
-results = bs.run_experiment(cfg, progress=core.progress)
+results = experiment.run_experiment(cfg, progress=core.progress)
 table = results["table"]
 final_loss = [float(np.mean(run["losses"][-50:])) for run in results["runs"]]
 print("training loss over the last 50 steps, per seed:", np.round(final_loss, 3),
@@ -102,18 +103,18 @@ failures.round(3)
 # ## Which decoder gives the best answers?
 
 # %%
-losses = bs.decoder_losses(table)
+losses = experiment.decoder_losses(table)
 summary = losses.groupby("task").agg(["mean", "std"]).round(3)
 summary
 
 # %% mystnb={"figure": {"caption": "Mean loss per decoder and task (lower is better): Hamming distance to the true set (sets), expected absolute error (ratings), error rate against the most probable class (labels). Bars: mean over seeds; error bars: standard deviation over seeds.", "name": "bayes-decoders"}}
 fig, axes = plt.subplots(1, 3, figsize=(12, 3.4))
-colors = [f"C{i}" for i in range(len(bs.DECODERS))]
-for ax, task, unit in zip(axes, bs.TASKS, ["hamming loss", "expected absolute error", "error rate"]):
+colors = [f"C{i}" for i in range(len(experiment.DECODERS))]
+for ax, task, unit in zip(axes, method.TASKS, ["hamming loss", "expected absolute error", "error rate"]):
     mean = losses.loc[task].mean()
     sd = losses.loc[task].std().fillna(0.0)
-    ax.bar(range(len(bs.DECODERS)), mean, yerr=sd, color=colors, capsize=3)
-    ax.set_xticks(range(len(bs.DECODERS)), bs.DECODERS, rotation=30, ha="right")
+    ax.bar(range(len(experiment.DECODERS)), mean, yerr=sd, color=colors, capsize=3)
+    ax.set_xticks(range(len(experiment.DECODERS)), experiment.DECODERS, rotation=30, ha="right")
     ax.set(title=task, ylabel=unit)
 plt.tight_layout()
 plt.show()
@@ -124,7 +125,7 @@ plt.show()
 
 # %%
 labels = table[table.task == "labels"]
-pd.DataFrame({d: labels[f"rank {d}"].value_counts(normalize=True) for d in bs.DECODERS}).fillna(0.0).round(3)
+pd.DataFrame({d: labels[f"rank {d}"].value_counts(normalize=True) for d in experiment.DECODERS}).fillna(0.0).round(3)
 
 # %% [markdown]
 # Mean set size per decoder against the true size (unparsable answers are left out of the means). If
@@ -132,8 +133,8 @@ pd.DataFrame({d: labels[f"rank {d}"].value_counts(normalize=True) for d in bs.DE
 
 # %%
 sets = table[table.task == "sets"]
-sizes = sets.groupby("size truth")[[f"size {d}" for d in bs.DECODERS]].mean()
-sizes.columns = list(bs.DECODERS)
+sizes = sets.groupby("size truth")[[f"size {d}" for d in experiment.DECODERS]].mean()
+sizes.columns = list(experiment.DECODERS)
 sizes.index.name = "true size"
 sizes.round(2)
 
@@ -147,39 +148,39 @@ sizes.round(2)
 first = results["runs"][0]
 problems = first["problems"]["sets"]
 generator = torch.Generator().manual_seed(100 * cfg.seeds[0])
-max_new = bs.max_answer_tokens("sets")
+max_new = toy.max_answer_tokens("sets")
 for example in np.flatnonzero(problems["size"] >= 5):
     prompt = torch.as_tensor(problems["prompt"][example:example + 1])
     samples, _ = causal_lm.sample(first["model"], prompt.repeat_interleave(cfg.n_samples, 0), max_new,
-                                  eos_id=bs.EOS, pad_id=bs.PAD, temperature=cfg.temperature, generator=generator)
-    parsed = [bs.parse("sets", s) for s in samples.numpy()]
+                                  eos_id=toy.EOS, pad_id=toy.PAD, temperature=cfg.temperature, generator=generator)
+    parsed = [toy.parse("sets", s) for s in samples.numpy()]
     if any(p is not None for p in parsed):
         break
-matrix = np.array([p if p is not None else np.full(bs.N_ITEMS, np.nan) for p in parsed], dtype=float)
-latents, _ = bs.parsed_latents("sets", samples.numpy())
-bayes, risk = bs.bayes_response("sets", latents)
-beam_ids = causal_lm.beam_search(first["model"], prompt, max_new, num_beams=cfg.num_beams, eos_id=bs.EOS, pad_id=bs.PAD)
-beam = bs.parse("sets", beam_ids[0].numpy())
+matrix = np.array([p if p is not None else np.full(method.N_ITEMS, np.nan) for p in parsed], dtype=float)
+latents, _ = toy.parsed_latents("sets", samples.numpy())
+bayes, risk = method.bayes_response("sets", latents)
+beam_ids = causal_lm.beam_search(first["model"], prompt, max_new, num_beams=cfg.num_beams, eos_id=toy.EOS, pad_id=toy.PAD)
+beam = toy.parse("sets", beam_ids[0].numpy())
 truth = problems["truth"][example]
 
 # %% mystnb={"figure": {"caption": "Fresh samples of one set prompt (rows) over the ten items (columns; a dark cell means the answer names the item, a grey row is unparsable, beam search included). Top: the share q_e of parsed samples naming each item, with the 1/2 threshold; the Bayes answer is every item above it. Bottom rows: the true set, the beam-search answer and the Bayes answer.", "name": "bayes-example"}}
 fig, (top, mid) = plt.subplots(2, 1, figsize=(6, 7.5), gridspec_kw={"height_ratios": [1, 4]}, sharex=True)
-top.bar(range(bs.N_ITEMS), latents.mean(0), color=["C2" if b else "C7" for b in bayes])
+top.bar(range(method.N_ITEMS), latents.mean(0), color=["C2" if b else "C7" for b in bayes])
 top.axhline(0.5, color="k", ls="--", lw=0.8)
 top.set(ylabel="$q_e$", ylim=(0, 1))
-rows = np.vstack([matrix, np.full(bs.N_ITEMS, np.nan), truth, np.full(bs.N_ITEMS, np.nan) if beam is None else beam,
+rows = np.vstack([matrix, np.full(method.N_ITEMS, np.nan), truth, np.full(method.N_ITEMS, np.nan) if beam is None else beam,
                   bayes])
 cmap = plt.get_cmap("Greys").copy()
 cmap.set_bad("0.85")
 mid.imshow(np.ma.masked_invalid(rows), cmap=cmap, vmin=0, vmax=1.4, aspect="auto")
 labels = [f"sample {i + 1}" for i in range(len(matrix))] + ["", "true set", "beam search", "bayes"]
 mid.set_yticks(range(len(rows)), labels, fontsize=7)
-mid.set_xticks(range(bs.N_ITEMS), bs.ITEMS)
+mid.set_xticks(range(method.N_ITEMS), toy.ITEMS)
 mid.set(xlabel="item")
 mid.grid(False)
 plt.show()
 in_samples = any(p is not None and np.array_equal(p, bayes) for p in parsed)
-print(f"Hamming loss: beam {bs.task_loss('sets', beam, truth):.0f}, Bayes {bs.task_loss('sets', bayes, truth):.0f}; "
+print(f"Hamming loss: beam {toy.task_loss('sets', beam, truth):.0f}, Bayes {toy.task_loss('sets', bayes, truth):.0f}; "
       f"Bayesian risk {risk:.2f}; the Bayes set is {'one' if in_samples else 'none'} of the samples")
 
 # %% [markdown]
@@ -189,7 +190,7 @@ print(f"Hamming loss: beam {bs.task_loss('sets', beam, truth):.0f}, Bayes {bs.ta
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
 for ax, task, unit in zip(axes, ["sets", "ratings"], ["hamming loss", "expected absolute error"]):
     for decoder, marker in [("bayes", "o"), ("medoid", "s")]:
-        curve = bs.sample_size_curve(table, cfg.n_grid, decoder).loc[task]
+        curve = experiment.sample_size_curve(table, cfg.n_grid, decoder).loc[task]
         ax.errorbar(cfg.n_grid, curve.mean(), yerr=curve.std().fillna(0.0), marker=marker, capsize=3, label=decoder)
     ax.set(xscale="log", xlabel="samples $N$", ylabel=unit, title=task)
     ax.set_xticks(cfg.n_grid, cfg.n_grid)
@@ -206,7 +207,7 @@ plt.show()
 # undefined there (`NaN`).
 
 # %%
-quality = bs.uncertainty_quality(table)
+quality = experiment.uncertainty_quality(table)
 quality.groupby(["task", "score"])[["spearman", "auroc", "aurc"]].mean().round(3)
 
 # %% [markdown]
@@ -214,16 +215,16 @@ quality.groupby(["task", "score"])[["spearman", "auroc", "aurc"]].mean().round(3
 # they relate to the Bayes answer's loss on sets (Spearman, pooled over seeds):
 
 # %%
-print(f"true set size:     {bs.spearman(sets['size truth'], sets['loss bayes']):+.3f}")
-print(f"parsable samples:  {bs.spearman(sets['parsed samples'], sets['loss bayes']):+.3f}")
-print(f"bayesian risk and parsable samples: {bs.spearman(sets['bayesian risk'].fillna(np.inf), sets['parsed samples']):+.3f}")
+print(f"true set size:     {toy.spearman(sets['size truth'], sets['loss bayes']):+.3f}")
+print(f"parsable samples:  {toy.spearman(sets['parsed samples'], sets['loss bayes']):+.3f}")
+print(f"bayesian risk and parsable samples: {toy.spearman(sets['bayesian risk'].fillna(np.inf), sets['parsed samples']):+.3f}")
 
 # %% mystnb={"figure": {"caption": "Risk-coverage curves (all seeds pooled): the mean loss of the Bayes answers that are kept when the prompts with the highest uncertainty score are rejected first. Lower is better; the right end is the loss with no rejection.", "name": "bayes-risk-coverage"}}
 fig, axes = plt.subplots(1, 3, figsize=(13, 3.4))
-for ax, task in zip(axes, bs.TASKS):
+for ax, task in zip(axes, method.TASKS):
     group = table[table.task == task]
     for score in ["bayesian risk", "predictive entropy", "semantic entropy", "beam nll"]:
-        coverage, kept = bs.risk_coverage(group[score].fillna(np.inf).to_numpy(), group["loss bayes"].to_numpy())
+        coverage, kept = toy.risk_coverage(group[score].fillna(np.inf).to_numpy(), group["loss bayes"].to_numpy())
         ax.plot(coverage, kept, label=score)
     ax.set(xlabel="coverage", ylabel="mean loss of kept answers", title=task)
 axes[0].legend(fontsize="small")
@@ -233,7 +234,7 @@ plt.show()
 # ## The claims
 
 # %%
-values = bs.claim_values(results, cfg)
+values = experiment.claim_values(results, cfg)
 ledger.record_all(values)
 ledger.save()
 ledger.table()

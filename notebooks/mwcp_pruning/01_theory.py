@@ -50,7 +50,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from replib import core
-from replib.papers import mwcp_pruning as mw
+from replib.papers.mwcp_pruning import baselines, method, task, theory
 
 core.set_style()
 profile = core.resolve_profile()
@@ -83,7 +83,7 @@ instances = {"smoke": 50, "book": 200, "paper": 1000}[profile]
 # %%
 D = np.linspace(0, 2, 100)
 fig, ax = plt.subplots(figsize=(5, 3))
-ax.plot(D, mw.redundancy_weight(D))
+ax.plot(D, method.redundancy_weight(D))
 ax.set(xlabel="distance $d = 1 - \\cos(z_i, z_j)$", ylabel="edge weight $g(d)$")
 plt.show()
 
@@ -111,12 +111,12 @@ rng = core.seed_everything(0)
 centres = np.array([[0.0, 0.0], [3.0, 0.0], [1.5, 2.5]])
 points = np.concatenate([centres[k] + rng.normal(scale=0.5, size=(30, 2)) for k in range(3)])
 intrinsic = np.concatenate([rng.uniform(1.5, 2.0, 30), rng.uniform(0.5, 1.0, 60)])
-A = mw.edge_matrix(D=np.linalg.norm(points[:, None] - points[None], axis=-1))
+A = method.edge_matrix(D=np.linalg.norm(points[:, None] - points[None], axis=-1))
 b = 12
 kept = {
-    "intrinsic only (top b)": mw.select_top_entropy(intrinsic, b),
-    "graph greedy, alpha = 1": mw.greedy_select(intrinsic, b, A=A).order,
-    "graph greedy, alpha = 0": mw.greedy_select(0 * intrinsic, b, A=A).order,
+    "intrinsic only (top b)": baselines.select_top_entropy(intrinsic, b),
+    "graph greedy, alpha = 1": method.greedy_select(intrinsic, b, A=A).order,
+    "graph greedy, alpha = 0": method.greedy_select(0 * intrinsic, b, A=A).order,
 }
 fig, axes = plt.subplots(1, 3, figsize=(11, 3.4), sharey=True)
 for ax, (name, S) in zip(axes, kept.items()):
@@ -124,7 +124,7 @@ for ax, (name, S) in zip(axes, kept.items()):
     ax.scatter(*points[S].T, facecolors="none", edgecolors="red", s=90, lw=1.5)
     ax.set(xlabel="x1", ylabel="x2")
     ax.annotate(name, xy=(0.03, 0.97), xycoords="axes fraction", va="top", fontsize="small")
-    print(f"{name:<26} F = {mw.objective(S, intrinsic, A):6.2f}, clusters hit: "
+    print(f"{name:<26} F = {method.objective(S, intrinsic, A):6.2f}, clusters hit: "
           f"{len(set(np.asarray(S) // 30))}")
 fig.colorbar(dots, ax=axes, label="intrinsic value")
 plt.show()
@@ -159,7 +159,7 @@ plt.show()
 # $\binom{12}{4} = 495$ subsets.
 
 # %%
-check = mw.greedy_guarantee_check(core.seed_everything(1), instances=instances)
+check = theory.greedy_guarantee_check(core.seed_everything(1), instances=instances)
 fig, axes = plt.subplots(1, 2, figsize=(9, 3))
 axes[0].hist(check["ratio"], bins=20)
 axes[0].axvline(1 - 1 / np.e, color="k", ls="--", lw=1)
@@ -181,12 +181,12 @@ print(f"worst ratio {check['min_ratio']:.3f} (bound {1 - 1 / np.e:.3f}); mean ga
 # deletes the sample with the smallest $\Delta^-$. A check on one instance:
 
 # %%
-w, A_small = mw.random_instance(core.seed_everything(2), n=8)
+w, A_small = task.random_instance(core.seed_everything(2), n=8)
 everything = np.arange(8)
-drop = int(np.argmin(mw.removal_loss(everything, w, A_small)))
-best, f_best = mw.exhaustive_optimum(w, A_small, b=7)
+drop = int(np.argmin(method.removal_loss(everything, w, A_small)))
+best, f_best = theory.exhaustive_optimum(w, A_small, b=7)
 assert set(best) == set(everything) - {drop}
-assert np.isclose(mw.objective(np.delete(everything, drop), w, A_small), f_best)
+assert np.isclose(method.objective(np.delete(everything, drop), w, A_small), f_best)
 print(f"remove sample {drop}: F = {f_best:.3f}, the exhaustive optimum")
 
 # %% [markdown]

@@ -17,10 +17,10 @@
 #
 # **Learning goals.** After this notebook you can
 #
-# 1. read each piece of the method in `replib.papers.mwcp_pruning` beside the equation or step of
-#    Algorithm 1 it implements: the data with injected redundancy, the proxy's intrinsic scores and
-#    embeddings, the redundancy weight, the neighbourhoods, the objective, the marginal gain and the
-#    vectorised greedy;
+# 1. read each piece of the method in `replib.papers.mwcp_pruning` (its modules `task`, `method`,
+#    `theory` and `baselines`) beside the equation or step of Algorithm 1 it implements: the data
+#    with injected redundancy, the proxy's intrinsic scores and embeddings, the redundancy weight, the
+#    neighbourhoods, the objective, the marginal gain and the vectorised greedy;
 # 2. check each piece on an input small enough to verify by hand;
 # 3. run the selectors that the experiment compares, and time the greedy at $n = 20{,}000$.
 
@@ -39,7 +39,7 @@ if "google.colab" in sys.modules:
 import numpy as np
 
 from replib import core
-from replib.papers import mwcp_pruning as mw
+from replib.papers.mwcp_pruning import baselines, exercises, method, task, theory
 
 core.set_style()
 profile = core.resolve_profile()
@@ -52,10 +52,10 @@ profile = core.resolve_profile()
 # copied four times with a little pixel noise ($\sigma = 0.03$). Labels stay clean.
 
 # %%
-core.show_source(mw.load_digits_with_redundancy)
+core.show_source(task.load_digits_with_redundancy)
 
 # %%
-pool = mw.load_digits_with_redundancy(core.seed_everything(0))
+pool = task.load_digits_with_redundancy(core.seed_everything(0))
 assert pool.n == 1297 + 4 * 389 and pool.X_test.shape == (500, 64)
 assert pool.is_dup.sum() == 4 * 389 and np.all(pool.origin[: pool.n_original] == np.arange(1297))
 copy = np.flatnonzero(pool.is_dup)[0]
@@ -72,12 +72,12 @@ print(f"pool of {pool.n} images, {pool.is_dup.sum()} of them near-copies")
 # 128-dimensional hidden embedding.
 
 # %%
-core.show_source(mw.predictive_entropy)
+core.show_source(method.predictive_entropy)
 
 # %%
-H = mw.predictive_entropy(np.array([[1.0, 0.0], [0.5, 0.5], [0.25, 0.75]]))
+H = method.predictive_entropy(np.array([[1.0, 0.0], [0.5, 0.5], [0.25, 0.75]]))
 assert np.allclose(H, [0.0, np.log(2), -(0.25 * np.log(0.25) + 0.75 * np.log(0.75))])
-proxy = mw.train_proxy(pool.X, pool.y, steps=150, seed=0, X_test=pool.X_test, y_test=pool.y_test)
+proxy = task.train_proxy(pool.X, pool.y, steps=150, seed=0, X_test=pool.X_test, y_test=pool.y_test)
 assert proxy.embeddings.shape == (pool.n, 128) and np.all(proxy.entropy >= 0)
 print(f"proxy test accuracy {proxy.test_accuracy:.1f}% after 150 steps ({proxy.seconds:.2f} s)")
 
@@ -89,17 +89,17 @@ print(f"proxy test accuracy {proxy.test_accuracy:.1f}% after 150 steps ({proxy.s
 # class (5 clusters per class), the paper's structured sparsification. A missing edge weighs 0.
 
 # %%
-core.show_source(mw.redundancy_weight)
+core.show_source(method.redundancy_weight)
 
 # %%
-assert np.isclose(mw.redundancy_weight(0.0), -0.5)  # identical samples pay the most
-assert np.all(np.diff(mw.redundancy_weight(np.linspace(0, 2, 5))) > 0)  # farther apart, smaller penalty
-assert np.all(mw.redundancy_weight(np.linspace(0, 2, 5)) < 0)  # never a reward: submodularity
+assert np.isclose(method.redundancy_weight(0.0), -0.5)  # identical samples pay the most
+assert np.all(np.diff(method.redundancy_weight(np.linspace(0, 2, 5))) > 0)  # farther apart, smaller penalty
+assert np.all(method.redundancy_weight(np.linspace(0, 2, 5)) < 0)  # never a reward: submodularity
 z_toy = np.array([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
-assert np.allclose(mw.cosine_distance(z_toy), [[0, 0, 1], [0, 0, 1], [1, 1, 0]])
+assert np.allclose(method.cosine_distance(z_toy), [[0, 0, 1], [0, 0, 1], [1, 1, 0]])
 
 # %%
-cluster = mw.neighbourhoods(proxy.embeddings, pool.y, clusters_per_class=5, rng=0)
+cluster = method.neighbourhoods(proxy.embeddings, pool.y, clusters_per_class=5, rng=0)
 assert np.all(cluster // 5 == pool.y)  # a neighbourhood never mixes classes
 print(f"{np.unique(cluster).size} neighbourhoods, sizes {np.bincount(cluster).min()} to {np.bincount(cluster).max()}")
 
@@ -110,14 +110,14 @@ print(f"{np.unique(cluster).size} neighbourhoods, sizes {np.bincount(cluster).mi
 # $\Delta(x \mid S) = w_x + \sum_{j \in S} a_{xj} = F(S \cup \{x\}) - F(S)$.
 
 # %%
-core.show_source(mw.objective)
+core.show_source(method.objective)
 
 # %%
 w = np.array([1.0, 2.0, 3.0])
 A = np.array([[0.0, -0.5, -0.2], [-0.5, 0.0, -0.1], [-0.2, -0.1, 0.0]])
-assert np.isclose(mw.objective([0, 1, 2], w, A), 6.0 - 0.8)  # three pairs, each counted once
-assert np.isclose(mw.marginal_gain(2, [0, 1], w, A), 3.0 - 0.3)
-assert np.isclose(mw.marginal_gain(2, [0, 1], w, A), mw.objective([0, 1, 2], w, A) - mw.objective([0, 1], w, A))
+assert np.isclose(method.objective([0, 1, 2], w, A), 6.0 - 0.8)  # three pairs, each counted once
+assert np.isclose(method.marginal_gain(2, [0, 1], w, A), 3.0 - 0.3)
+assert np.isclose(method.marginal_gain(2, [0, 1], w, A), method.objective([0, 1, 2], w, A) - method.objective([0, 1], w, A))
 
 # %% [markdown]
 # ## 5. The greedy, vectorised (Eq. 8, steps 3 and 4 of Algorithm 1)
@@ -129,17 +129,17 @@ assert np.isclose(mw.marginal_gain(2, [0, 1], w, A), mw.objective([0, 1, 2], w, 
 # Python loop over pairs.
 
 # %%
-core.show_source(mw.greedy_select)
+core.show_source(method.greedy_select)
 
 # %%
 rng = np.random.default_rng(3)
-w, A = mw.random_instance(rng, n=10)
-result = mw.greedy_select(w, 5, A=A)
+w, A = task.random_instance(rng, n=10)
+result = method.greedy_select(w, 5, A=A)
 S = []
 for x, gain in zip(result.order, result.gains):  # each recorded gain is the true marginal of Eq. 7
-    assert np.isclose(gain, mw.marginal_gain(x, S, w, A))
+    assert np.isclose(gain, method.marginal_gain(x, S, w, A))
     S.append(x)
-no_edges = mw.greedy_select(w, 5, A=np.zeros_like(A)).order
+no_edges = method.greedy_select(w, 5, A=np.zeros_like(A)).order
 assert set(no_edges) == set(np.argsort(-w)[:5])  # without redundancy the greedy is top-b
 
 # %% [markdown]
@@ -147,8 +147,8 @@ assert set(no_edges) == set(np.argsort(-w)[:5])  # without redundancy the greedy
 # digits pool it must pick exactly what the dense path picks with the full matrix of edge weights:
 
 # %%
-sparse = mw.greedy_select(proxy.entropy, 300, z=proxy.embeddings, cluster=cluster).order
-dense = mw.greedy_select(proxy.entropy, 300, A=mw.edge_matrix(proxy.embeddings, cluster)).order
+sparse = method.greedy_select(proxy.entropy, 300, z=proxy.embeddings, cluster=cluster).order
+dense = method.greedy_select(proxy.entropy, 300, A=method.edge_matrix(proxy.embeddings, cluster)).order
 assert np.array_equal(sparse, dense)
 
 # %% [markdown]
@@ -159,12 +159,12 @@ assert np.array_equal(sparse, dense)
 # decision at a fixed size $b$.
 
 # %%
-core.show_source(mw.monotone_shift)
+core.show_source(theory.monotone_shift)
 
 # %%
-c = mw.monotone_shift(w, A)
+c = theory.monotone_shift(w, A)
 everyone = np.arange(w.size)
-plain = [mw.marginal_gain(x, np.delete(everyone, x), w, A) for x in everyone]  # the worst case: S = all others
+plain = [method.marginal_gain(x, np.delete(everyone, x), w, A) for x in everyone]  # the worst case: S = all others
 assert min(plain) < 0 <= min(g + c for g in plain)  # some gains are negative; shifted, none is
 
 # %% [markdown]
@@ -173,8 +173,8 @@ assert min(plain) < 0 <= min(g + c for g in plain)  # some gains are negative; s
 # of the selection time reported in the experiment).
 
 # %%
-I_syn, z_syn, cluster_syn = mw.synthetic_graph(np.random.default_rng(0), n=20000)
-seconds = mw.greedy_select(I_syn, 10000, z=z_syn, cluster=cluster_syn).seconds
+I_syn, z_syn, cluster_syn = task.synthetic_graph(np.random.default_rng(0), n=20000)
+seconds = method.greedy_select(I_syn, 10000, z=z_syn, cluster=cluster_syn).seconds
 print(f"greedy selection of 10,000 of 20,000 points: {seconds:.2f} s")
 
 # %% [markdown]
@@ -186,22 +186,22 @@ print(f"greedy selection of 10,000 of 20,000 points: {seconds:.2f} s")
 # scratch for the same number of epochs, so training cost scales with the subset.
 
 # %%
-core.show_source(mw.select_kcenter)
+core.show_source(baselines.select_kcenter)
 
 # %%
 directions = np.array([[1.0, 0.0], [0.99, 0.1], [0.0, 1.0]])  # two near-copies and an outlier
 for start in range(3):
-    kept = set(mw.select_kcenter(directions, 2, np.random.default_rng(start)))
+    kept = set(baselines.select_kcenter(directions, 2, np.random.default_rng(start)))
     assert 2 in kept and not {0, 1} <= kept  # k-center never keeps both near-copies
 b = 1000
 subsets = {
-    "random": mw.select_random(np.random.default_rng(0), pool.n, b),
-    "entropy": mw.select_top_entropy(proxy.entropy, b),
-    "kcenter": mw.select_kcenter(proxy.embeddings, b, np.random.default_rng(0)),
-    "mwcp(alpha=1)": mw.select_mwcp(proxy.entropy, proxy.embeddings, cluster, b, alpha=1.0).order,
+    "random": baselines.select_random(np.random.default_rng(0), pool.n, b),
+    "entropy": baselines.select_top_entropy(proxy.entropy, b),
+    "kcenter": baselines.select_kcenter(proxy.embeddings, b, np.random.default_rng(0)),
+    "mwcp(alpha=1)": method.select_mwcp(proxy.entropy, proxy.embeddings, cluster, b, alpha=1.0).order,
 }
 for name, S in subsets.items():
-    stats = mw.subset_stats(S, pool, cluster, proxy.entropy, proxy.embeddings)
+    stats = task.subset_stats(S, pool, cluster, proxy.entropy, proxy.embeddings)
     print(f"{name:<14} copies kept {stats['dup_fraction']:.2f}, neighbourhoods covered "
           f"{stats['clusters_covered']}, F = {stats['objective']:.1f}")
 
@@ -216,7 +216,7 @@ def redundancy_weight(D):
 
 
 # %%
-mw.check_redundancy_weight(redundancy_weight)
+exercises.check_redundancy_weight(redundancy_weight)
 
 # %% [markdown]
 # **Exercise 2.** Write the marginal gain of Eq. 7: `marginal_gain(x, S, w, A)` for a sample `x`, a
@@ -228,11 +228,11 @@ def marginal_gain(x, S, w, A):
 
 
 # %%
-mw.check_marginal_gain(marginal_gain)
+exercises.check_marginal_gain(marginal_gain)
 
 # %% [markdown]
 # **Exercise 3 (open).** The k-center baseline ignores informativeness and the entropy baseline
-# ignores redundancy. Using `mw.subset_stats`, compare the share of near-copies that each selector
+# ignores redundancy. Using `task.subset_stats`, compare the share of near-copies that each selector
 # keeps at $b = 300$. Which selector wastes the most budget on copies, and why?
 #
 # ## Summary

@@ -62,10 +62,10 @@ import pandas as pd
 import seaborn as sns
 
 from replib import core
-from replib.papers import mwcp_pruning as mw
+from replib.papers.mwcp_pruning import experiment, method, theory
 
 core.set_style()
-cfg = core.configure(mw.EXPERIMENT_PROFILES, profile, seeds=seeds, ratios=ratios, alphas=alphas,
+cfg = core.configure(experiment.EXPERIMENT_PROFILES, profile, seeds=seeds, ratios=ratios, alphas=alphas,
                      epochs=epochs, proxy_steps=proxy_steps, clusters_per_class=clusters_per_class)
 ledger = core.Ledger("mwcp_pruning", cfg.profile, cfg.seeds, parameters=vars(cfg))
 cfg
@@ -74,7 +74,7 @@ cfg
 # ## Training on every kept subset
 
 # %%
-rows, extras = mw.run_experiment(cfg, progress=core.progress)
+rows, extras = experiment.run_experiment(cfg, progress=core.progress)
 runs = pd.DataFrame(rows)
 pruned = runs[runs["ratio"] > 0]
 full = runs[runs["method"] == "full"]
@@ -87,7 +87,7 @@ table.round(1)
 # test set has 500 images, so one image is 0.2 points.
 
 # %% mystnb={"figure": {"caption": "Test accuracy against pruning ratio per selector (mean over seeds, band: standard deviation); the dashed line is training on all data.", "name": "mwcp-accuracy"}}
-main = ["random", "entropy", "kcenter", mw.variant_name("mwcp", 1.0)]
+main = ["random", "entropy", "kcenter", experiment.variant_name("mwcp", 1.0)]
 fig, ax = plt.subplots(figsize=(7, 4))
 sns.lineplot(pruned[pruned["variant"].isin(main)], x="ratio", y="accuracy", hue="variant",
              hue_order=main, errorbar="sd", marker="o", ax=ax)
@@ -115,7 +115,7 @@ plt.show()
 # ## What each selector keeps
 
 # %% mystnb={"figure": {"caption": "The pool in the first two principal components of the proxy's embeddings (first seed), with the images each selector keeps at the ratio in the axis label: originals in blue, injected near-copies in orange; pruned images in grey.", "name": "mwcp-pca"}}
-shown = ["entropy", "kcenter", mw.variant_name("mwcp", 1.0)]
+shown = ["entropy", "kcenter", experiment.variant_name("mwcp", 1.0)]
 pca, is_copy = extras["pca"], extras["pool"].is_dup
 fig, axes = plt.subplots(1, len(shown), figsize=(12, 3.8), sharex=True, sharey=True)
 for ax, name in zip(axes, shown):
@@ -149,14 +149,14 @@ pool0, z0, cl0 = extras["pool"], extras["embeddings"], extras["cluster"]
 pairs = {"copy pairs": [], "other neighbour pairs": []}
 for c in np.unique(cl0):
     members = np.flatnonzero(cl0 == c)
-    D = mw.cosine_distance(z0[members])
+    D = method.cosine_distance(z0[members])
     same = pool0.origin[members][:, None] == pool0.origin[members][None, :]
     upper = np.triu(np.ones_like(D, bool), k=1)
     pairs["copy pairs"].append(D[upper & same])
     pairs["other neighbour pairs"].append(D[upper & ~same])
 pd.DataFrame({name: pd.Series(np.concatenate(d)).describe(percentiles=[0.1, 0.5, 0.9])
               for name, d in pairs.items()}).T[["count", "10%", "50%", "90%"]].assign(
-    **{"g at median": lambda t: mw.redundancy_weight(t["50%"])}).round(3)
+    **{"g at median": lambda t: method.redundancy_weight(t["50%"])}).round(3)
 
 # %% [markdown]
 # ## What pruning costs and saves
@@ -166,7 +166,7 @@ pd.DataFrame({name: pd.Series(np.concatenate(d)).describe(percentiles=[0.1, 0.5,
 # training on all data.
 
 # %%
-mwcp30 = pruned[(pruned["variant"] == mw.variant_name("mwcp", 1.0)) & np.isclose(pruned["ratio"], 0.3)]
+mwcp30 = pruned[(pruned["variant"] == experiment.variant_name("mwcp", 1.0)) & np.isclose(pruned["ratio"], 0.3)]
 timing = pd.DataFrame({
     "proxy": runs[runs["method"] == "proxy"].set_index("seed")["train_seconds"],
     "selection": mwcp30.set_index("seed")["select_seconds"],
@@ -182,8 +182,8 @@ timing.round(3)
 # samples ($b = 4$); m2 times the greedy choosing half of 20,000 synthetic points.
 
 # %%
-guarantee = mw.greedy_guarantee_check(np.random.default_rng(0), instances=200)
-selection_s = mw.selection_seconds()
+guarantee = theory.greedy_guarantee_check(np.random.default_rng(0), instances=200)
+selection_s = experiment.selection_seconds()
 print(f"worst greedy/optimum (shifted): {guarantee['min_ratio']:.3f}, mean gap (plain): "
       f"{guarantee['mean_gap']:.4f}; 10,000 of 20,000 selected in {selection_s:.2f} s")
 
@@ -193,7 +193,7 @@ print(f"worst greedy/optimum (shifted): {guarantee['min_ratio']:.3f}, mean gap (
 # larger subsets ($n = 14$, $b = 7$). It is reported, not judged: no claim was declared for it.
 
 # %%
-edge_dominated = mw.greedy_guarantee_check(np.random.default_rng(1), instances=50, n=14, b=7, alpha=0.1)
+edge_dominated = theory.greedy_guarantee_check(np.random.default_rng(1), instances=50, n=14, b=7, alpha=0.1)
 print(f"edge-dominated instances: mean gap {edge_dominated['mean_gap']:.4f}, worst gap "
       f"{edge_dominated['gap'].max():.4f}, greedy optimal on {np.mean(edge_dominated['gap'] < 1e-12):.0%}")
 
@@ -205,7 +205,7 @@ print(f"edge-dominated instances: mean gap {edge_dominated['mean_gap']:.4f}, wor
 # the threshold.
 
 # %%
-values = mw.claim_values(runs, guarantee, selection_s)
+values = experiment.claim_values(runs, guarantee, selection_s)
 ledger.record_all(values)
 ledger.save()
 ledger.table()
@@ -297,6 +297,6 @@ ledger.report()
 #    greedy get better or worse at $p = 0.9$, and why?
 # 2. The redundancy weights of near-copies and of merely similar images differ little here (the
 #    embeddings are close together). Replace $g$ by a sharper map, e.g. $g(D) = -e^{-D/0.05}$, in
-#    `mw.greedy_select` (pass a dense `A`) and count the near-copies kept.
+#    `method.greedy_select` (pass a dense `A`) and count the near-copies kept.
 # 3. Re-run with `epochs = 30`. Does the gap between selectors at $p = 0.3$ grow or shrink when every
 #    model is trained longer?

@@ -1,4 +1,4 @@
-"""Unit tests of replib.papers.mwcp_pruning (MWCP dataset pruning) and replib.models.mlp."""
+"""Unit tests of the replib.papers.mwcp_pruning package (MWCP dataset pruning) and replib.models.mlp."""
 
 import itertools
 import math
@@ -8,12 +8,12 @@ import pytest
 
 from replib.core.paths import load_chapter
 from replib.models import mlp
-from replib.papers import mwcp_pruning as mp
+from replib.papers.mwcp_pruning import baselines, exercises, experiment, method, task, theory
 
 
 def clustered_points(seed=0, n=40, dim=6, clusters=4):
     rng = np.random.default_rng(seed)
-    centres = mp.normalise(rng.normal(size=(clusters, dim)))
+    centres = method.normalise(rng.normal(size=(clusters, dim)))
     cluster = rng.integers(clusters, size=n)
     z = centres[cluster] + 0.3 * rng.normal(size=(n, dim))
     return rng.uniform(0, 2, size=n), z, cluster
@@ -29,41 +29,41 @@ def subsets(n):
 
 def test_redundancy_weight_range_and_sign():
     D = np.linspace(0.0, 2.0, 201)
-    g = mp.redundancy_weight(D)
+    g = method.redundancy_weight(D)
     assert g[0] == pytest.approx(-0.5)
     assert g[-1] == pytest.approx(1 / (1 + math.exp(-2)) - 1)  # sigmoid(2) - 1 = -0.119
     assert np.all(g < 0) and np.all(g >= -0.5)
     assert np.all(np.diff(g) > 0)  # closer pairs are penalised more
     # cosine distance is in [0, 2], zero for identical directions
     z = np.array([[1.0, 0.0], [2.0, 0.0], [-1.0, 0.0], [0.0, 3.0]])
-    D = mp.cosine_distance(z)
+    D = method.cosine_distance(z)
     assert D[0, 1] == pytest.approx(0) and D[0, 2] == pytest.approx(2) and D[0, 3] == pytest.approx(1)
 
 
 def test_objective_counts_each_pair_once():
     w = np.array([1.0, 2.0, 3.0])
     A = np.array([[0.0, -0.1, -0.2], [-0.1, 0.0, -0.3], [-0.2, -0.3, 0.0]])
-    assert mp.objective([0, 1, 2], w, A) == pytest.approx(6.0 - 0.6)  # not 6 - 1.2 (Eqs. 4-5)
-    assert mp.objective([2, 0], w, A) == pytest.approx(4.0 - 0.2)
-    assert mp.objective([], w, A) == 0.0
-    assert mp.marginal_gain(1, [0, 2], w, A) == pytest.approx(2.0 - 0.1 - 0.3)
+    assert method.objective([0, 1, 2], w, A) == pytest.approx(6.0 - 0.6)  # not 6 - 1.2 (Eqs. 4-5)
+    assert method.objective([2, 0], w, A) == pytest.approx(4.0 - 0.2)
+    assert method.objective([], w, A) == 0.0
+    assert method.marginal_gain(1, [0, 2], w, A) == pytest.approx(2.0 - 0.1 - 0.3)
     # Eq. 6: removal losses, and b = N - 1 is solved by deleting the smallest
-    loss = mp.removal_loss([0, 1, 2], w, A)
+    loss = method.removal_loss([0, 1, 2], w, A)
     assert np.allclose(loss, [1 - 0.3, 2 - 0.4, 3 - 0.5])
     drop = int(np.argmin(loss))
-    best = max(itertools.combinations(range(3), 2), key=lambda S: mp.objective(S, w, A))
+    best = max(itertools.combinations(range(3), 2), key=lambda S: method.objective(S, w, A))
     assert set(best) == set(range(3)) - {drop}
 
 
 def test_graph_objective_matches_dense_sparsified_graph():
     w, z, cluster = clustered_points(1)
-    A = mp.edge_matrix(z, cluster)
+    A = method.edge_matrix(z, cluster)
     assert np.all(A <= 0) and np.allclose(A, A.T) and np.all(np.diag(A) == 0)
     assert np.all(A[cluster[:, None] != cluster[None, :]] == 0)  # missing edges weigh 0
     S = np.random.default_rng(2).choice(w.size, 15, replace=False)
-    assert mp.graph_objective(S, w, z, cluster) == pytest.approx(mp.objective(S, w, A))
-    full = mp.edge_matrix(z)
-    assert mp.graph_objective(S, w, z, None) == pytest.approx(mp.objective(S, w, full))
+    assert method.graph_objective(S, w, z, cluster) == pytest.approx(method.objective(S, w, A))
+    full = method.edge_matrix(z)
+    assert method.graph_objective(S, w, z, None) == pytest.approx(method.objective(S, w, full))
 
 
 # ---- greedy ---------------------------------------------------------------------------------
@@ -73,47 +73,47 @@ def test_greedy_without_pairwise_term_is_exhaustive_top_b():
     rng = np.random.default_rng(3)
     w = rng.uniform(0, 2, size=9)
     A = np.zeros((9, 9))
-    res = mp.greedy_select(w, 4, A=A)
-    S_star, F_star = mp.exhaustive_optimum(w, A, 4)
+    res = method.greedy_select(w, 4, A=A)
+    S_star, F_star = theory.exhaustive_optimum(w, A, 4)
     assert set(res.order) == set(S_star) == set(np.argsort(-w)[:4])
-    assert mp.objective(res.order, w, A) == pytest.approx(F_star)
-    assert np.array_equal(mp.select_top_entropy(w, 4), np.argsort(-w)[:4])
+    assert method.objective(res.order, w, A) == pytest.approx(F_star)
+    assert np.array_equal(baselines.select_top_entropy(w, 4), np.argsort(-w)[:4])
 
 
 def test_greedy_gains_equal_recomputed_marginals():
     w, z, cluster = clustered_points(4)
-    A = mp.edge_matrix(z, cluster)
+    A = method.edge_matrix(z, cluster)
     b = 12
-    sparse = mp.greedy_select(w, b, z=z, cluster=cluster)
-    dense = mp.greedy_select(w, b, A=A)
+    sparse = method.greedy_select(w, b, z=z, cluster=cluster)
+    dense = method.greedy_select(w, b, A=A)
     assert np.array_equal(sparse.order, dense.order)
     assert len(set(sparse.order.tolist())) == b
     for t in range(b):
         S, x = sparse.order[:t], sparse.order[t]
-        recomputed = mp.objective(np.append(S, x), w, A) - mp.objective(S, w, A)
+        recomputed = method.objective(np.append(S, x), w, A) - method.objective(S, w, A)
         assert sparse.gains[t] == pytest.approx(recomputed)
         # the pick is the arg-max of Eq. 7 over the unselected samples
-        best = max(mp.marginal_gain(y, S, w, A) for y in range(w.size) if y not in set(S))
+        best = max(method.marginal_gain(y, S, w, A) for y in range(w.size) if y not in set(S))
         assert sparse.gains[t] == pytest.approx(best)
     rest = np.setdiff1d(np.arange(w.size), sparse.order)
-    want = [mp.marginal_gain(y, sparse.order, w, A) for y in rest]
+    want = [method.marginal_gain(y, sparse.order, w, A) for y in rest]
     assert np.allclose(sparse.final_gain[rest], want)
     assert np.all(np.isneginf(sparse.final_gain[sparse.order]))
     # the full graph (cluster=None) matches the dense complete graph
-    full = mp.greedy_select(w, b, z=z)
-    assert np.array_equal(full.order, mp.greedy_select(w, b, A=mp.edge_matrix(z)).order)
+    full = method.greedy_select(w, b, z=z)
+    assert np.array_equal(full.order, method.greedy_select(w, b, A=method.edge_matrix(z)).order)
 
 
 def test_shift_makes_marginals_nonnegative_and_keeps_submodularity():
     rng = np.random.default_rng(5)
-    w, A = mp.random_instance(rng, n=7)
-    c = mp.monotone_shift(w, A)
+    w, A = task.random_instance(rng, n=7)
+    c = theory.monotone_shift(w, A)
     raw, shifted = [], []
     for S in subsets(7):
         for x in set(range(7)) - set(S):
-            m = mp.marginal_gain(x, S, w, A)
+            m = method.marginal_gain(x, S, w, A)
             raw.append(m)
-            shifted.append(mp.shifted_objective(S + (x,), w, A, c) - mp.shifted_objective(S, w, A, c))
+            shifted.append(theory.shifted_objective(S + (x,), w, A, c) - theory.shifted_objective(S, w, A, c))
             assert shifted[-1] == pytest.approx(m + c)
     assert min(raw) < 0  # the unshifted objective is not monotone here
     assert min(shifted) >= -1e-12
@@ -122,17 +122,17 @@ def test_shift_makes_marginals_nonnegative_and_keeps_submodularity():
         for k in range(len(B)):
             for Asub in itertools.combinations(B, k):
                 for x in set(range(7)) - set(B):
-                    assert mp.marginal_gain(x, Asub, w, A) >= mp.marginal_gain(x, B, w, A) - 1e-12
-    assert mp.shifted_objective((), w, A, c) == 0.0  # normalised
+                    assert method.marginal_gain(x, Asub, w, A) >= method.marginal_gain(x, B, w, A) - 1e-12
+    assert theory.shifted_objective((), w, A, c) == 0.0  # normalised
 
 
 def test_exhaustive_optimum_and_guarantee_check():
     rng = np.random.default_rng(6)
-    w, A = mp.random_instance(rng, n=8)
-    S_star, F_star = mp.exhaustive_optimum(w, A, 3)
-    assert F_star == pytest.approx(max(mp.objective(S, w, A) for S in itertools.combinations(range(8), 3)))
-    assert mp.objective(S_star, w, A) == pytest.approx(F_star)
-    g = mp.greedy_guarantee_check(np.random.default_rng(0), instances=20, n=8, b=3)
+    w, A = task.random_instance(rng, n=8)
+    S_star, F_star = theory.exhaustive_optimum(w, A, 3)
+    assert F_star == pytest.approx(max(method.objective(S, w, A) for S in itertools.combinations(range(8), 3)))
+    assert method.objective(S_star, w, A) == pytest.approx(F_star)
+    g = theory.greedy_guarantee_check(np.random.default_rng(0), instances=20, n=8, b=3)
     assert g["ratio"].shape == (20,) and g["min_ratio"] >= 1 - 1 / math.e
     assert np.all(g["ratio"] <= 1 + 1e-12) and np.all(g["gap"] >= -1e-12)
     assert np.all(g["f_greedy"] <= g["f_opt"] + 1e-12)
@@ -140,10 +140,10 @@ def test_exhaustive_optimum_and_guarantee_check():
 
 def test_greedy_selection_is_fast_and_valid():
     rng = np.random.default_rng(0)
-    I_in, z, cluster = mp.synthetic_graph(rng, n=2000)
-    res = mp.select_mwcp(I_in, z, cluster, 1000, alpha=1.0)
+    I_in, z, cluster = task.synthetic_graph(rng, n=2000)
+    res = method.select_mwcp(I_in, z, cluster, 1000, alpha=1.0)
     assert np.unique(res.order).size == 1000 and res.seconds < 2.0
-    assert mp.selection_seconds(n=2000, b=1000, rng=np.random.default_rng(1)) < 2.0
+    assert experiment.selection_seconds(n=2000, b=1000, rng=np.random.default_rng(1)) < 2.0
     # the penalty spreads picks over the clusters
     counts = np.bincount(cluster[res.order], minlength=200)
     assert counts.min() >= 1
@@ -153,7 +153,7 @@ def test_greedy_selection_is_fast_and_valid():
 
 
 def test_redundancy_injection():
-    pool = mp.load_digits_with_redundancy(np.random.default_rng(0))
+    pool = task.load_digits_with_redundancy(np.random.default_rng(0))
     assert pool.n == 2853 and pool.n_original == 1297
     assert pool.X_test.shape == (500, 64) and pool.y_test.shape == (500,)
     assert pool.is_dup.sum() == 4 * 389 and not pool.is_dup[: pool.n_original].any()
@@ -165,7 +165,7 @@ def test_redundancy_injection():
     assert np.array_equal(pool.origin[: pool.n_original], np.arange(pool.n_original))
     diff = np.abs(pool.X[dup] - pool.X[src])
     assert 0.01 < diff.mean() < 0.04 and diff.max() < 0.25  # jitter sd 0.03
-    other = mp.load_digits_with_redundancy(np.random.default_rng(1))
+    other = task.load_digits_with_redundancy(np.random.default_rng(1))
     assert np.array_equal(other.X_test, pool.X_test)  # fixed test split
     assert not np.array_equal(other.origin, pool.origin)
 
@@ -174,10 +174,10 @@ def test_kcenter_picks_spread_out_points():
     rng = np.random.default_rng(0)
     dirs = np.eye(3)
     z = np.repeat(dirs, 10, axis=0) + 0.01 * rng.normal(size=(30, 3))
-    S = mp.select_kcenter(z, 3, np.random.default_rng(1))
+    S = baselines.select_kcenter(z, 3, np.random.default_rng(1))
     assert sorted(S // 10) == [0, 1, 2]  # one point per direction
-    assert np.unique(mp.select_kcenter(z, 30, np.random.default_rng(2))).size == 30
-    S = mp.select_random(np.random.default_rng(0), 30, 10)
+    assert np.unique(baselines.select_kcenter(z, 30, np.random.default_rng(2))).size == 30
+    S = baselines.select_random(np.random.default_rng(0), 30, 10)
     assert np.unique(S).size == 10
 
 
@@ -185,19 +185,19 @@ def test_neighbourhoods_are_classwise_clusters():
     rng = np.random.default_rng(0)
     y = np.repeat([0, 1, 2], 30)
     z = rng.normal(size=(90, 5))
-    c = mp.neighbourhoods(z, y, clusters_per_class=4, rng=0)
+    c = method.neighbourhoods(z, y, clusters_per_class=4, rng=0)
     assert np.array_equal(c // 4, y)  # same id implies same label
     assert all(np.unique(c[y == k]).size == 4 for k in range(3))
-    assert np.array_equal(c, mp.neighbourhoods(z, y, clusters_per_class=4, rng=0))
+    assert np.array_equal(c, method.neighbourhoods(z, y, clusters_per_class=4, rng=0))
 
 
 def test_subset_stats():
-    pool = mp.load_digits_with_redundancy(np.random.default_rng(0))
+    pool = task.load_digits_with_redundancy(np.random.default_rng(0))
     first_dup = int(np.flatnonzero(pool.is_dup)[0])
     S = np.array([pool.origin[first_dup], first_dup, 0 if pool.origin[first_dup] != 0 else 1])
     cluster = pool.y.copy()
     z = np.random.default_rng(0).random((pool.n, 4))
-    st = mp.subset_stats(S, pool, cluster, np.ones(pool.n), z)
+    st = task.subset_stats(S, pool, cluster, np.ones(pool.n), z)
     assert st["dup_fraction"] == pytest.approx(1 / 3)
     assert st["redundant_fraction"] == pytest.approx(1 / 3)
     assert st["clusters_covered"] == np.unique(pool.y[S]).size
@@ -232,7 +232,7 @@ def test_mlp_training_is_deterministic_and_learns():
 
 def test_predictive_entropy():
     p = np.array([[1.0, 0.0], [0.5, 0.5], [0.25, 0.75]])
-    H = mp.predictive_entropy(p)
+    H = method.predictive_entropy(p)
     assert H == pytest.approx([0.0, math.log(2), -(0.25 * math.log(0.25) + 0.75 * math.log(0.75))])
 
 
@@ -242,7 +242,7 @@ def test_predictive_entropy():
 def test_claim_values_cover_chapter_yml():
     rows = []
     for seed in (0, 1):
-        for variant, method, alpha, p, acc, tr, sel in [
+        for variant, method_name, alpha, p, acc, tr, sel in [
             ("proxy", "proxy", np.nan, 0.0, 90.0, 1.0, 0.5),
             ("full", "full", np.nan, 0.0, 96.0, 10.0, 0.0),
             ("random", "random", np.nan, 0.3, 95.0, 7.0, 0.0),
@@ -252,9 +252,9 @@ def test_claim_values_cover_chapter_yml():
             ("mwcp(alpha=1)", "mwcp", 1.0, 0.5, 95.0, 5.0, 0.5),
             ("mwcp(alpha=1)", "mwcp", 1.0, 0.7, 93.0, 3.0, 0.5),
         ]:
-            rows.append(dict(seed=seed, variant=variant, method=method, alpha=alpha, ratio=p,
+            rows.append(dict(seed=seed, variant=variant, method=method_name, alpha=alpha, ratio=p,
                              accuracy=acc, train_seconds=tr, select_seconds=sel))
-    cv = mp.claim_values(rows, {"min_ratio": 0.9, "mean_gap": 0.01}, 0.4)
+    cv = experiment.claim_values(rows, {"min_ratio": 0.9, "mean_gap": 0.01}, 0.4)
     ids = [c["id"] for c in load_chapter("mwcp_pruning")["claims"]]
     assert set(cv) == {0, 1} and set(cv[0]) == set(ids)
     v = cv[1]
@@ -269,26 +269,26 @@ def test_claim_values_cover_chapter_yml():
 
 def test_profiles_have_the_documented_keys():
     keys = {"seeds", "ratios", "alphas", "epochs", "proxy_steps", "clusters_per_class"}
-    assert all(set(p) == keys for p in mp.EXPERIMENT_PROFILES.values())
-    book = mp.EXPERIMENT_PROFILES["book"]
+    assert all(set(p) == keys for p in experiment.EXPERIMENT_PROFILES.values())
+    book = experiment.EXPERIMENT_PROFILES["book"]
     assert book["ratios"] == [0.3, 0.5, 0.7, 0.9] and book["alphas"] == [0.0, 0.3, 1.0, 3.0]
-    smoke = mp.EXPERIMENT_PROFILES["smoke"]
+    smoke = experiment.EXPERIMENT_PROFILES["smoke"]
     assert {0.3, 0.5, 0.7} <= set(smoke["ratios"]) and 1.0 in smoke["alphas"]
 
 
 def test_graders_accept_reference_and_reject_wrong():
-    mp.check_redundancy_weight(mp.redundancy_weight)
-    mp.check_marginal_gain(mp.marginal_gain)
+    exercises.check_redundancy_weight(method.redundancy_weight)
+    exercises.check_marginal_gain(method.marginal_gain)
     with pytest.raises(AssertionError):
-        mp.check_redundancy_weight(lambda D: 1.0 / (1.0 + np.exp(-np.asarray(D))))  # sigmoid, no -1
+        exercises.check_redundancy_weight(lambda D: 1.0 / (1.0 + np.exp(-np.asarray(D))))  # sigmoid, no -1
     with pytest.raises(AssertionError):  # Eqs. 4-5 read literally: pairs counted twice
-        mp.check_marginal_gain(lambda x, S, w, A: w[x] + 2 * A[x, list(S)].sum())
+        exercises.check_marginal_gain(lambda x, S, w, A: w[x] + 2 * A[x, list(S)].sum())
 
     def todo(*args):
         raise NotImplementedError
 
     with pytest.raises(AssertionError, match="not written"):
-        mp.check_marginal_gain(todo)
+        exercises.check_marginal_gain(todo)
 
 
 def test_run_experiment_rows_and_determinism():
@@ -296,8 +296,8 @@ def test_run_experiment_rows_and_determinism():
 
     cfg = SimpleNamespace(seeds=[0], ratios=[0.7], alphas=[1.0], epochs=1, proxy_steps=20,
                           clusters_per_class=2)
-    rows, extras = mp.run_experiment(cfg)
-    again, _ = mp.run_experiment(cfg)
+    rows, extras = experiment.run_experiment(cfg)
+    again, _ = experiment.run_experiment(cfg)
     variants = [r["variant"] for r in rows]
     assert variants == ["proxy", "full", "random", "entropy", "kcenter", "mwcp(alpha=1)"]
     assert [r["accuracy"] for r in rows] == [r["accuracy"] for r in again]

@@ -1,0 +1,40 @@
+"""Exercise graders of the implementation notebook."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .method import marginal_gain, redundancy_weight
+from .task import random_instance
+
+__all__ = [
+    "check_redundancy_weight",
+    "check_marginal_gain",
+]
+
+
+def check_redundancy_weight(fn) -> None:
+    """Grade an exercise answer ``fn(D)`` -> g(D) = sigmoid(D) - 1 (elementwise on arrays)."""
+    from replib.core.exercises import grade
+
+    cases = [
+        (np.array(0.0),),
+        (np.array([0.0, 0.5, 1.0, 2.0]),),
+        (np.linspace(0.0, 2.0, 9).reshape(3, 3),),
+        (np.array([10.0]),),
+    ]
+    grade(fn, redundancy_weight, cases, name="redundancy_weight")
+
+
+def check_marginal_gain(fn) -> None:
+    """Grade an exercise answer ``fn(x, S, w, A)`` -> Delta(x | S) = w_x + sum_{j in S} a_xj (Eq. 7)."""
+    from replib.core.exercises import grade
+
+    w, A = random_instance(np.random.default_rng(7), n=6)
+    cases = [
+        (0, [], w, A),
+        (2, [0], w, A),
+        (5, [1, 3, 4], w, A),
+        (1, [0, 2, 3, 4, 5], w, A),
+    ]
+    grade(fn, marginal_gain, cases, name="marginal_gain")
