@@ -48,7 +48,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from replib import core
-from replib.papers import cogrouter as cg
+from replib.papers.cogrouter import method, theory
 
 core.set_style()
 
@@ -80,15 +80,15 @@ core.set_style()
 # smallest, *however small the confidence differences are*:
 
 # %%
-low, high = cg.weight_bounds(2.0)
+low, high = theory.weight_bounds(2.0)
 print(f"weights lie in [{low:.3f}, {high:.3f}] for k = 2")
 for c in ([0.90, 0.91, 0.92, 0.93], [0.10, 0.20, 0.30, 0.95], [0.5, 0.5, 0.5, 0.5]):
-    w = cg.copo_weights(c)
+    w = method.copo_weights(c)
     print(f"confidences {c} -> weights {np.round(w, 2)}, max/min {w.max() / w.min():.2f}")
 
 # %%
 gaps = np.logspace(-7, 0, 60)
-w_top = [cg.copo_weights([0.5, 0.5, 0.5, 0.5 + g])[3] for g in gaps]
+w_top = [method.copo_weights([0.5, 0.5, 0.5, 0.5 + g])[3] for g in gaps]
 fig, ax = plt.subplots(figsize=(6, 3.4))
 ax.plot(gaps, w_top)
 ax.axhline(high, color="k", ls="--", lw=0.8)
@@ -125,13 +125,13 @@ profiles = {"plan-like": ([0.25, 0.25, 0.30, 0.95], 0.0), "routine-like": ([0.95
 fig, axes = plt.subplots(1, 2, figsize=(11, 3.4), sharey=True)
 for ax, (name, (c, noise)) in zip(axes, profiles.items()):
     for temperature, style in [(1.0, "-"), (0.4, "--")]:
-        pi = cg.iterate_level_update(c, k=2.0, lr=0.1, iters=300, temperature=temperature, noise_sd=noise)
+        pi = theory.iterate_level_update(c, k=2.0, lr=0.1, iters=300, temperature=temperature, noise_sd=noise)
         for level in range(4):
             ax.plot(pi[:, level], style, color=f"C{level}", label=f"level {level + 1}, T = {temperature}")
     ax.set(title=name, xlabel="iteration", ylabel="p(level)")
 axes[1].legend(fontsize="x-small", ncol=1, loc="upper left", bbox_to_anchor=(1.02, 1.0))
 plt.show()
-print("fixed point for the plan-like profile:", np.round(cg.level_fixed_point(cg.copo_weights(profiles["plan-like"][0])), 3))
+print("fixed point for the plan-like profile:", np.round(theory.level_fixed_point(method.copo_weights(profiles["plan-like"][0])), 3))
 
 # %% [markdown]
 # *Figure 2. The level distribution at one state under CoPO's expected update with a positive
@@ -156,7 +156,7 @@ print("fixed point for the plan-like profile:", np.round(cg.level_fixed_point(cg
 
 # %%
 uniform = (0.25, 0.25, 0.25, 0.25)
-credit = cg.grpo_vs_copo_credit_example(pi_hard=uniform, pi_routine=uniform, c_hard=(0.25, 0.25, 0.3, 0.95),
+credit = theory.grpo_vs_copo_credit_example(pi_hard=uniform, pi_routine=uniform, c_hard=(0.25, 0.25, 0.3, 0.95),
                                         c_routine=(0.95, 0.9, 0.9, 0.88), k=2.0, n_steps=12)
 credit.pivot_table(index=["method", "step"], columns="level", values="grad").round(3)
 

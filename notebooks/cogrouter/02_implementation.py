@@ -15,10 +15,11 @@
 # %% [markdown]
 # # Step-level thinking depth for agents: implementation
 #
-# This notebook builds the toy agent and CoPO from `replib.papers.cogrouter`, which uses the shared
-# MLP of `replib.models.mlp` and the shared clipped surrogate and KL estimator of `replib.rl`. Each
-# piece sits next to the step of the algorithm it implements (steps 1-9 as the official code does
-# them) and is checked on small inputs.
+# This notebook builds the toy agent and CoPO from `replib.papers.cogrouter` (DepthWorld and the
+# agent in its `task` module, CoPO in its `method` module), which uses the shared MLP of
+# `replib.models.mlp` and the shared clipped surrogate and KL estimator of `replib.rl`. Each piece
+# sits next to the step of the algorithm it implements (steps 1-9 as the official code does them)
+# and is checked on small inputs.
 #
 # **Learning goals.** After this notebook you can
 #
@@ -47,7 +48,7 @@ import numpy as np
 import torch
 
 from replib import core
-from replib.papers import cogrouter as cg
+from replib.papers.cogrouter import exercises, experiment, method, task
 
 core.set_style()
 profile = core.resolve_profile()
@@ -66,13 +67,13 @@ demo_steps = {"smoke": 60, "book": 400, "paper": 400}[profile]
 
 # %%
 rng = np.random.default_rng(0)
-tasks = cg.sample_tasks(2, rng)
+tasks = task.sample_tasks(2, rng)
 print("stage types (0 routine, 1 recall, 2 plan):\n", tasks["types"])
 print("correct actions:\n", tasks["correct"])
-state = cg.new_state(2)
-ok = cg.env_step(tasks, state, np.array([0, 1]), (tasks["correct"][:, 0] + 1) % 4)  # both wrong at a routine stage
+state = task.new_state(2)
+ok = task.env_step(tasks, state, np.array([0, 1]), (tasks["correct"][:, 0] + 1) % 4)  # both wrong at a routine stage
 assert not ok.any() and (state["stage"] == 0).all() and state["alive"].all()  # the stage repeats
-recall_rows = tasks["types"] == cg.RECALL
+recall_rows = tasks["types"] == task.RECALL
 assert np.array_equal(tasks["correct"][recall_rows], tasks["memory"][recall_rows])  # recall = the last cue
 
 # %% [markdown]
@@ -86,8 +87,8 @@ assert np.array_equal(tasks["correct"][recall_rows], tasks["memory"][recall_rows
 # plan 4.
 
 # %%
-obs = cg.observe(tasks, np.array([0]), np.array([0]))
-views = cg.thought_views(obs, cg.memory_readout(tasks, [0], [0]), cg.lookahead_readout(tasks, [0], [0]), rng)
+obs = task.observe(tasks, np.array([0]), np.array([0]))
+views = task.thought_views(obs, task.memory_readout(tasks, [0], [0]), task.lookahead_readout(tasks, [0], [0]), rng)
 print("observation:", obs[0].round(2))
 for level in range(4):
     print(f"level {level + 1} view:", views[0, level].round(2))
@@ -105,10 +106,10 @@ assert np.array_equal(views[0, 0, : obs.shape[1]], obs[0]) and np.abs(views[0, 1
 # correct action, predicted from the thought of the labelled level.
 
 # %%
-policy = cg.make_policy(seed=0)
-losses = cg.cosft(policy, steps=demo_steps, seed=0)
+policy = task.make_policy(seed=0)
+losses = task.cosft(policy, steps=demo_steps, seed=0)
 print(f"CoSFT loss: first 20 steps {np.mean(losses[:20]):.3f}, last 20 steps {np.mean(losses[-20:]):.3f}")
-metrics, _ = cg.evaluate(policy, cg.sample_tasks(200, np.random.default_rng(1)), np.random.default_rng(2), temperature=0.4)
+metrics, _ = task.evaluate(policy, task.sample_tasks(200, np.random.default_rng(1)), np.random.default_rng(2), temperature=0.4)
 print({key: round(float(value), 3) for key, value in metrics.items() if np.isscalar(value)})
 
 # %% [markdown]
@@ -117,8 +118,8 @@ print({key: round(float(value), 3) for key, value in metrics.items() if np.issca
 # **Step 1, rollouts.** $G = 4$ episodes for each of $B = 16$ tasks at temperature 1.
 
 # %%
-cfg = core.configure(cg.EXPERIMENT_PROFILES, "book")
-roll = cg.rollout(policy, cg.repeat_tasks(cg.sample_tasks(cfg.batch_tasks, rng), cfg.group_size), rng)
+cfg = core.configure(experiment.EXPERIMENT_PROFILES, "book")
+roll = task.rollout(policy, task.repeat_tasks(task.sample_tasks(cfg.batch_tasks, rng), cfg.group_size), rng)
 print(f"{len(roll['episode'])} step-samples from {len(roll['returns'])} episodes; success {roll['returns'].mean():.2f}")
 
 # %% [markdown]
@@ -128,10 +129,10 @@ print(f"{len(roll['episode'])} step-samples from {len(roll['returns'])} episodes
 # $A_\tau = (R_\tau - \mu_g)/(\sigma_g + 10^{-6})$, and $A = 0$ if the group's returns are all equal.
 
 # %%
-core.show_source(cg.pooled_group_advantages)
+core.show_source(method.pooled_group_advantages)
 
 # %%
-A = cg.pooled_group_advantages(np.array([[1.0, 0.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0]]), np.array([[10, 2, 4, 2], [10, 10, 10, 10]]))
+A = method.pooled_group_advantages(np.array([[1.0, 0.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0]]), np.array([[10, 2, 4, 2], [10, 10, 10, 10]]))
 pooled = np.repeat([1.0, 0.0, 0.0, 0.0], [10, 2, 4, 2])
 assert np.allclose(A[0], ([1.0, 0.0, 0.0, 0.0] - pooled.mean()) / (pooled.std(ddof=1) + 1e-6)) and (A[1] == 0).all()
 print(A.round(3))
@@ -142,7 +143,7 @@ print(A.round(3))
 # level hardest.)
 
 # %%
-mask = cg.expansion_mask(np.array([1.0, 0.0, 1.0, 1.0]), step_episode=np.array([0, 0, 1, 2, 3]), G=2)
+mask = method.expansion_mask(np.array([1.0, 0.0, 1.0, 1.0]), step_episode=np.array([0, 0, 1, 2, 3]), G=2)
 assert mask.tolist() == [True, True, False, False, False]  # group 1 (episodes 2, 3) is all successes
 print(mask)
 
@@ -156,15 +157,15 @@ print(mask)
 # $w_l = e^{k \hat c_l} / \frac14 \sum_{l'} e^{k \hat c_{l'}}$ with $k = 2$.
 
 # %%
-core.show_source(cg.copo_weights)
+core.show_source(method.copo_weights)
 
 # %%
-idx = np.flatnonzero(cg.expansion_mask(roll["returns"], roll["episode"], cfg.group_size))[:5]
+idx = np.flatnonzero(method.expansion_mask(roll["returns"], roll["episode"], cfg.group_size))[:5]
 if idx.size:
-    conf = cg.action_confidences(policy, roll["views"][idx], roll["action"][idx])
-    weights = cg.copo_weights(conf)
+    conf = method.action_confidences(policy, roll["views"][idx], roll["action"][idx])
+    weights = method.copo_weights(conf)
     for t, c, w in zip(roll["type"][idx], conf, weights):
-        print(f"{cg.STAGE_TYPES[t]:8s} confidences {np.round(c, 2)} -> weights {np.round(w, 2)}")
+        print(f"{task.STAGE_TYPES[t]:8s} confidences {np.round(c, 2)} -> weights {np.round(w, 2)}")
     assert np.allclose(weights.mean(1), 1.0)
 
 # %% [markdown]
@@ -174,13 +175,13 @@ if idx.size:
 # of the KL divergence to the frozen CoSFT policy (`replib.rl.kl_k3`), minus a small entropy bonus.
 
 # %%
-batch = cg.build_batch(policy, roll, cfg.group_size, expand=True)
-plain = cg.build_batch(policy, roll, cfg.group_size, expand=False)
+batch = method.build_batch(policy, roll, cfg.group_size, expand=True)
+plain = method.build_batch(policy, roll, cfg.group_size, expand=False)
 assert len(batch["advantages"]) == len(plain["advantages"]) + 3 * batch["n_expanded"]
-reference = cg.make_policy(seed=0)
+reference = task.make_policy(seed=0)
 reference.load_state_dict(policy.state_dict())
 optimiser = torch.optim.Adam(policy.parameters(), lr=cfg.rl_lr)
-parts = cg.policy_update(policy, reference, optimiser, batch, kl_coef=cfg.kl_coef)
+parts = method.policy_update(policy, reference, optimiser, batch, kl_coef=cfg.kl_coef)
 assert abs(parts["kl"]) < 1e-6  # the policy equals its reference before the update
 print(f"expanded steps {batch['n_expanded']}, batch size {len(batch['advantages'])}; loss parts",
       {key: round(value, 4) for key, value in parts.items()})
@@ -205,7 +206,7 @@ def copo_weights(c, k=2.0):
 
 
 # %%
-cg.check_copo_weights(copo_weights)
+exercises.check_copo_weights(copo_weights)
 
 # %% [markdown]
 # **Exercise 2.** Write `level_fixed_point(w)`: the level distribution at which the expected CoPO
@@ -218,7 +219,7 @@ def level_fixed_point(w):
 
 
 # %%
-cg.check_level_fixed_point(level_fixed_point)
+exercises.check_level_fixed_point(level_fixed_point)
 
 # %% [markdown]
 # **Exercise 3 (open).** Build the batch for a group in which every episode failed. Which samples

@@ -65,14 +65,14 @@ import numpy as np
 from IPython.display import display
 
 from replib import core
-from replib.papers import cogrouter as cg
+from replib.papers.cogrouter import experiment, task
 
 core.set_style()
-cfg = core.configure(cg.EXPERIMENT_PROFILES, profile, seeds=seeds, iterations=iterations, rl_lr=rl_lr,
+cfg = core.configure(experiment.EXPERIMENT_PROFILES, profile, seeds=seeds, iterations=iterations, rl_lr=rl_lr,
                      kl_coef=kl_coef, methods=methods)
-unknown = sorted(set(cfg.methods) - set(cg.METHODS))
+unknown = sorted(set(cfg.methods) - set(experiment.METHODS))
 if unknown:
-    raise ValueError(f"unknown methods {unknown}; valid: {', '.join(cg.METHODS)}")
+    raise ValueError(f"unknown methods {unknown}; valid: {', '.join(experiment.METHODS)}")
 ledger = core.Ledger("cogrouter", cfg.profile, cfg.seeds, parameters=vars(cfg))
 labels = {"cosft": "CoSFT only", "copo": "CoPO (CogRouter)", "grpo": "GRPO", "fixed_l1": "fixed level 1",
           "fixed_l4": "fixed level 4", "grpo_scratch": "GRPO from scratch"}
@@ -83,7 +83,7 @@ cfg
 # ## First, the premise
 
 # %%
-results = cg.run_experiment(cfg, progress=core.progress)
+results = experiment.run_experiment(cfg, progress=core.progress)
 results["premise"].set_index("seed").round(3)
 
 # %% [markdown]
@@ -95,7 +95,7 @@ results["premise"].set_index("seed").round(3)
 
 # %% mystnb={"figure": {"caption": "Mean min-max-normalised action confidence of each level (columns) at each stage type (rows), CoSFT policy, steps of successful episodes, all seeds. CoPO's weights grow with this quantity.", "name": "cogrouter-confidence"}}
 confidence = results["confidence"].groupby(["stage_type", "level"])["mean_c_hat"].mean().unstack()
-confidence = confidence.reindex(list(cg.STAGE_TYPES))
+confidence = confidence.reindex(list(task.STAGE_TYPES))
 fig, ax = plt.subplots(figsize=(5, 2.8))
 image = ax.imshow(confidence.to_numpy(), cmap="viridis", vmin=0, vmax=1)
 ax.set_xticks(range(4), [f"level {level}" for level in confidence.columns])
@@ -177,7 +177,7 @@ if len(expansion):
 # ## The claims
 
 # %%
-values = cg.claim_values(results, cfg)
+values = experiment.claim_values(results, cfg)
 ledger.record_all(values)
 ledger.save()
 ledger.table()
@@ -197,7 +197,7 @@ if run_sweep:
     settings = [{}, {"rl_lr": 3e-4}, {"kl_coef": 0.5}, {"variant": "strong"}]
     if cfg.profile == "smoke":
         settings = [{"iterations": 3}]
-    sweep = cg.regime_sweep(cfg, cfg.seeds[0], settings)
+    sweep = experiment.regime_sweep(cfg, cfg.seeds[0], settings)
     sweep = sweep[sweep.temperature == 0.4]
     display(sweep.pivot_table(index=["setting", "rl_lr", "kl_coef", "variant"], columns="method",
                               values=["success", "cost_per_step"]).round(3))
@@ -283,7 +283,7 @@ ledger.report()
 # 1. Run with `-p kl_coef=1.0`. Does a stronger pull towards the CoSFT policy help CoPO, GRPO, or
 #    neither, and why would it matter more for CoPO's soft level targets?
 # 2. CoPO's weights use $k = 2$. Using the fixed point of the theory notebook, predict the level-4
-#    probability at plan steps for $k = 4$, then try it by calling `cg.build_batch(..., k=4.0)` in
+#    probability at plan steps for $k = 4$, then try it by calling `method.build_batch(..., k=4.0)` in
 #    the implementation notebook's CoPO iteration.
 # 3. The claims use temperature 0.4. Compare CoPO and GRPO at temperature 1.0 in the success table.
 #    Which method gains more from the low temperature, and what does the fixed point predict?

@@ -47,7 +47,7 @@ if "google.colab" in sys.modules:
 # %%
 
 from replib import core
-from replib.papers import me_dlm as md
+from replib.papers.me_dlm import method, theory
 
 core.set_style()
 profile = core.resolve_profile()
@@ -62,7 +62,7 @@ n_pairs = {"smoke": 2000, "book": 20000, "paper": 20000}[profile]
 # trained on "2+2=4", "2+3=5" and "3+2=5" with equal weight.
 
 # %%
-ex = md.marginal_vs_joint_example()
+ex = theory.marginal_vs_joint_example()
 for i, m in enumerate(ex["marginals"]):
     print(f"position {i}: " + ", ".join(f"'{c}' {p:.2f}" for c, p in m.items()))
 print(f"P(valid) when every position is sampled independently: {ex['p_valid_independent']:.3f} (= 12/27)")
@@ -95,7 +95,7 @@ assert abs(ex["p_valid_independent"] - 12 / 27) < 1e-12
 # INSERT, so the script, and therefore the labels, are unique. Worked examples (letters for tokens):
 
 # %%
-for item in md.worked_edit_examples():
+for item in theory.worked_edit_examples():
     ops = " ".join(f"{op}({tok})" if tok is not None else op for op, _, tok in item["script"] if op != "keep")
     print(f"{item['draft']:>6} -> {item['target']:<6} distance {item['distance']}: {ops:24s} "
           f"after one pass '{item['after_one_pass']}', passes to the target: {item['passes_to_target']}")
@@ -115,8 +115,8 @@ for item in md.worked_edit_examples():
 # with the release rule and with gap 0 also checked:
 
 # %%
-release = md.oracle_stuck_rate(n_pairs=n_pairs, check_gap0=False, seed=0)
-fixed = md.oracle_stuck_rate(n_pairs=n_pairs, check_gap0=True, seed=0)
+release = theory.oracle_stuck_rate(n_pairs=n_pairs, check_gap0=False, seed=0)
+fixed = theory.oracle_stuck_rate(n_pairs=n_pairs, check_gap0=True, seed=0)
 print(f"oracle pass does not reduce the distance: release rule {release:.2%}, gap 0 also checked {fixed:.2%} "
       f"({n_pairs:,} pairs)")
 
@@ -134,7 +134,7 @@ print(f"oracle pass does not reduce the distance: release rule {release:.2%}, ga
 # the diffusion steps".
 
 # %%
-schedule = md.step_schedule(512, 48)
+schedule = method.step_schedule(512, 48)
 print(f"512 tokens in 48 passes: {schedule.count(11)} passes of 11 and {schedule.count(10)} of 10; "
       f"with 16 edit passes {len(schedule) + 16} forward passes")
 assert sum(schedule) == 512 and len(schedule) + 16 == 512 // 8
@@ -160,7 +160,7 @@ assert sum(schedule) == 512 and len(schedule) + 16 == 512 // 8
 # ## Exercises
 #
 # 1. Fill in the Levenshtein table for "abcd" and "abxcd" by hand and trace back the script.
-# 2. Why can one pass not insert two tokens into the same gap? Loop `md.edit_labels` and
-#    `md.apply_edits` (as `worked_edit_examples` does) to count the passes needed for "ab" to "awxyzb".
+# 2. Why can one pass not insert two tokens into the same gap? Loop `method.edit_labels` and
+#    `method.apply_edits` (as `worked_edit_examples` does) to count the passes needed for "ab" to "awxyzb".
 # 3. Show that checking gap 0 in the equal-neighbour shift fixes "cb" to "ccb". Can a shift to the right
 #    ever break a label that was correct?

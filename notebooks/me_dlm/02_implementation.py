@@ -15,8 +15,9 @@
 # %% [markdown]
 # # Edit refinement for masked diffusion LMs: implementation
 #
-# This notebook builds ME-DLM from `replib.papers.me_dlm` and the shared two-head bidirectional
-# transformer `replib.models.masked_lm.TwoHeadMLM`, each piece next to the step of the official code it
+# This notebook builds ME-DLM from `replib.papers.me_dlm` (the toy in its `task` module, the method
+# in its `method` module) and the shared two-head bidirectional transformer
+# `replib.models.masked_lm.TwoHeadMLM`, each piece next to the step of the official code it
 # implements, and checked on small inputs.
 #
 # **Learning goals.** After this notebook you can
@@ -44,7 +45,7 @@ import torch
 
 from replib import core
 from replib.models.masked_lm import TwoHeadMLM
-from replib.papers import me_dlm as md
+from replib.papers.me_dlm import exercises, method, task
 
 core.set_style()
 torch.set_num_threads(1)
@@ -58,20 +59,20 @@ torch.set_num_threads(1)
 
 # %%
 prompt = (3, 1, 2)
-for answer in md.valid_answers(prompt):
+for answer in task.valid_answers(prompt):
     print("".join(map(str, answer)))
-assert md.is_valid(prompt, (2, 1, 3)) and not md.is_valid(prompt, (2, 1, 2))
-assert md.nearest_valid_distance(prompt, (2, 1, 2)) == 1
+assert task.is_valid(prompt, (2, 1, 3)) and not task.is_valid(prompt, (2, 1, 2))
+assert task.nearest_valid_distance(prompt, (2, 1, 2)) == 1
 
 # %% [markdown]
 # A sequence is the prompt (left-padded to 5), `SEP` and an 11-slot response canvas: the answer, `<eos>`
 # and `<pad>` up to the canvas. Padding is part of what the model learns, so the length is learned too.
 
 # %%
-ids = md.encode_prompts([prompt])
-canvas = md.clean_canvas([(1, 2, 3)])
-print(" ".join(md.detok(np.concatenate([ids[0], canvas[0]]))))
-assert ids.shape[1] + canvas.shape[1] == md.SEQ_LEN
+ids = method.encode_prompts([prompt])
+canvas = method.clean_canvas([(1, 2, 3)])
+print(" ".join(task.detok(np.concatenate([ids[0], canvas[0]]))))
+assert ids.shape[1] + canvas.shape[1] == method.SEQ_LEN
 
 # %% [markdown]
 # ## 2. The network: a bidirectional transformer with two heads
@@ -81,7 +82,7 @@ assert ids.shape[1] + canvas.shape[1] == md.SEQ_LEN
 # as in the release.
 
 # %%
-model = TwoHeadMLM(md.VOCAB, n_layer=2, n_embd=64, n_head=4, max_len=md.SEQ_LEN, seed=0)
+model = TwoHeadMLM(method.VOCAB, n_layer=2, n_embd=64, n_head=4, max_len=method.SEQ_LEN, seed=0)
 x = torch.as_tensor(np.concatenate([ids, canvas], 1))
 cur, nxt = model(x)
 print(f"{sum(p.numel() for p in model.parameters()):,} parameters; logits {tuple(cur.shape)} from each head")
@@ -97,14 +98,14 @@ assert torch.allclose(cur, nxt)
 # `<pad>` is deleted and the last token becomes `<eos>`.
 
 # %%
-core.show_source(md.draft)
+core.show_source(method.draft)
 
 # %%
 for S in (1, 3, 11):
-    print(f"S = {S:2d}: tokens per pass {md.step_schedule(md.CANVAS, S)}")
-out = md.draft(model, [prompt, (5, 0, 7, 7)], S=3)
-print("untrained drafts:", [" ".join(md.detok(r)) for r in out["responses"]])
-assert out["forward_passes"] == 3 and all(r[-1] == md.EOS and md.PAD not in r for r in out["responses"])
+    print(f"S = {S:2d}: tokens per pass {method.step_schedule(method.CANVAS, S)}")
+out = method.draft(model, [prompt, (5, 0, 7, 7)], S=3)
+print("untrained drafts:", [" ".join(task.detok(r)) for r in out["responses"]])
+assert out["forward_passes"] == 3 and all(r[-1] == method.EOS and method.PAD not in r for r in out["responses"])
 
 # %% [markdown]
 # ## 4. Phase B: labels and one edit pass
@@ -119,16 +120,16 @@ assert out["forward_passes"] == 3 and all(r[-1] == md.EOS and md.PAD not in r fo
 # %%
 draft_tokens = [2, 2, 9, 3]  # for the prompt (3, 1, 2), close to the valid "213"
 target = [2, 1, 3]
-token_labels, gap_labels = md.edit_labels(draft_tokens, target)
+token_labels, gap_labels = method.edit_labels(draft_tokens, target)
 def show(labels):
-    return " ".join("(ignored)" if t == md.IGNORE else md.detok([t])[0] for t in labels)
+    return " ".join("(ignored)" if t == method.IGNORE else task.detok([t])[0] for t in labels)
 
 
 print("token labels:", show(token_labels))
 print("gap labels:  ", show(gap_labels), " (gap k: the slot before draft position k)")
-after = md.apply_edits(draft_tokens + [md.EOS], token_labels, gap_labels)
-print("after one oracle pass:", " ".join(md.detok(after)))
-assert after == target + [md.EOS]
+after = method.apply_edits(draft_tokens + [method.EOS], token_labels, gap_labels)
+print("after one oracle pass:", " ".join(task.detok(after)))
+assert after == target + [method.EOS]
 
 # %% [markdown]
 # With the model, `edit_passes` runs the release's phase B: $r$ from the token head, $g$ from the
@@ -136,11 +137,11 @@ assert after == target + [md.EOS]
 # The substitution-only ablation applies the replacements and nothing else, so lengths never change.
 
 # %%
-drafts = md.draft(model, [prompt, (5, 0, 7, 7)], S=1)["responses"]
-full = md.edit_passes(model, [prompt, (5, 0, 7, 7)], drafts, E=2)
-substitution = md.edit_passes(model, [prompt, (5, 0, 7, 7)], drafts, E=2, substitution_only=True)
+drafts = method.draft(model, [prompt, (5, 0, 7, 7)], S=1)["responses"]
+full = method.edit_passes(model, [prompt, (5, 0, 7, 7)], drafts, E=2)
+substitution = method.edit_passes(model, [prompt, (5, 0, 7, 7)], drafts, E=2, substitution_only=True)
 for name, res in (("full", full), ("substitution only", substitution)):
-    print(f"{name:18s}", [" ".join(md.detok(r)) for r in res["states"][2]], "forward passes", res["forward_passes"])
+    print(f"{name:18s}", [" ".join(task.detok(r)) for r in res["states"][2]], "forward passes", res["forward_passes"])
 assert [len(r) for r in substitution["states"][2]] == [len(r) for r in drafts]
 
 # %% [markdown]
@@ -164,13 +165,13 @@ assert [len(r) for r in substitution["states"][2]] == [len(r) for r in drafts]
 
 # %%
 rng = np.random.default_rng(0)
-prompts = md.draw_prompts(8, rng)
-answers = [md.valid_answers(p)[int(rng.integers(3))] for p in prompts]
+prompts = task.draw_prompts(8, rng)
+answers = [task.valid_answers(p)[int(rng.integers(3))] for p in prompts]
 t = np.full(len(prompts), 0.5)  # one mask rate per row
-loss, parts = md.mask_mode_loss(model, prompts, answers, t=t, rng=rng)
+loss, parts = method.mask_mode_loss(model, prompts, answers, t=t, rng=rng)
 print("mask mode:", {key: round(float(value), 3) for key, value in parts.items()})
-responses = md.edit_mode_batch(model, prompts, answers, t=t, k=1, rng=rng)
-loss, parts = md.edit_mode_loss(model, prompts, answers, responses, t=t)
+responses = method.edit_mode_batch(model, prompts, answers, t=t, k=1, rng=rng)
+loss, parts = method.edit_mode_loss(model, prompts, answers, responses, t=t)
 print("edit mode:", {key: round(float(value), 3) for key, value in parts.items()})
 assert torch.isfinite(loss)
 
@@ -192,7 +193,7 @@ def levenshtein(a, b):
 
 
 # %%
-md.check_levenshtein(levenshtein)
+exercises.check_levenshtein(levenshtein)
 
 # %% [markdown]
 # **Exercise 2.** Write `step_schedule(L, S)`: the number of tokens committed in each of $S$ passes,
@@ -205,7 +206,7 @@ def step_schedule(L, S):
 
 
 # %%
-md.check_step_schedule(step_schedule)
+exercises.check_step_schedule(step_schedule)
 
 # %% [markdown]
 # **Exercise 3 (open).** In `edit_mode_batch`, the drafts are filled in *random* order, while inference

@@ -57,10 +57,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from replib import core
-from replib.papers import me_dlm as md
+from replib.papers.me_dlm import experiment, task
 
 core.set_style()
-cfg = core.configure(md.EXPERIMENT_PROFILES, profile, seeds=seeds, steps1=steps1, steps2=steps2, n_test=n_test)
+cfg = core.configure(experiment.EXPERIMENT_PROFILES, profile, seeds=seeds, steps1=steps1, steps2=steps2, n_test=n_test)
 ledger = core.Ledger("me_dlm", cfg.profile, cfg.seeds, parameters=vars(cfg))
 cfg
 
@@ -68,7 +68,7 @@ cfg
 # ## Training
 
 # %%
-results = md.run_experiment(cfg, progress=core.progress, threads=2)
+results = experiment.run_experiment(cfg, progress=core.progress, threads=2)
 validity = results["validity"]
 table = validity.groupby(["model", "draft_passes", "edit_passes", "mode", "forward_passes"])[["validity", "distance"]]
 table.agg(["mean", "std"]).round(2)
@@ -144,8 +144,8 @@ for y, (prompt, label, cells, result) in enumerate(rows):
     ax.text(0, -y, "".join(map(str, prompt)) if label == "draft" else "", family="monospace", va="center")
     ax.text(1.2, -y, label, va="center", fontsize=9)
     for x, (tok, color) in enumerate(cells):
-        ax.text(2.6 + 0.75 * x, -y, md.detok([tok])[0], color=color, family="monospace", va="center", fontsize=9)
-    ok = md.is_valid(prompt, md.response_answer(result))
+        ax.text(2.6 + 0.75 * x, -y, task.detok([tok])[0], color=color, family="monospace", va="center", fontsize=9)
+    ok = task.is_valid(prompt, task.response_answer(result))
     ax.text(right, -y, "valid" if ok else "invalid", va="center", fontsize=9, color="C2" if ok else "C3")
 ax.set(xlim=(-0.2, right + 1.2), ylim=(-len(rows) + 0.5, 0.7))
 ax.axis("off")
@@ -155,7 +155,7 @@ plt.show()
 # ## The claims
 
 # %%
-values = md.claim_values(results, cfg)
+values = experiment.claim_values(results, cfg)
 ledger.record_all(values)
 ledger.save()
 ledger.table()

@@ -8,9 +8,9 @@ import pytest
 import torch
 import yaml
 
-from replib.papers import me_dlm as md
+from replib.papers.me_dlm import exercises, experiment, method, task, theory
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(autouse=True)
@@ -23,28 +23,28 @@ def one_thread():
 
 def test_toy_validity():
     x = (3, 1, 2)
-    assert md.is_valid(x, (2, 1, 3)) and md.is_valid(x, (1, 2, 3)) and md.is_valid(x, (3, 3, 1, 1, 2, 2))
-    assert not md.is_valid(x, (3, 1, 2)) and not md.is_valid(x, (1, 2))
-    assert md.nearest_valid_distance(x, (1, 2, 4)) == 1
-    assert md.nearest_valid_distance(x, (3, 3, 1, 2, 2)) == 1
-    seq = np.concatenate([md.encode_prompts([x]), md.clean_canvas([(2, 1, 3)])], axis=1)[0]
-    assert len(seq) == md.SEQ_LEN == 17
-    assert list(seq[:6]) == [md.PAD, md.PAD, 3, 1, 2, md.SEP]
-    assert list(seq[6:10]) == [2, 1, 3, md.EOS] and all(t == md.PAD for t in seq[10:])
-    assert md.response_answer([2, 1, 3, md.EOS, 5]) == (2, 1, 3)
+    assert task.is_valid(x, (2, 1, 3)) and task.is_valid(x, (1, 2, 3)) and task.is_valid(x, (3, 3, 1, 1, 2, 2))
+    assert not task.is_valid(x, (3, 1, 2)) and not task.is_valid(x, (1, 2))
+    assert task.nearest_valid_distance(x, (1, 2, 4)) == 1
+    assert task.nearest_valid_distance(x, (3, 3, 1, 2, 2)) == 1
+    seq = np.concatenate([method.encode_prompts([x]), method.clean_canvas([(2, 1, 3)])], axis=1)[0]
+    assert len(seq) == method.SEQ_LEN == 17
+    assert list(seq[:6]) == [method.PAD, method.PAD, 3, 1, 2, method.SEP]
+    assert list(seq[6:10]) == [2, 1, 3, method.EOS] and all(t == method.PAD for t in seq[10:])
+    assert task.response_answer([2, 1, 3, method.EOS, 5]) == (2, 1, 3)
 
 
 def test_levenshtein_known_pairs():
-    assert md.levenshtein("kitten", "sitting") == 3
-    assert md.levenshtein("", "abc") == 3
-    assert md.levenshtein("2+2=5", "2+2=4") == 1
-    assert md.levenshtein("flaw", "lawn") == 2
-    md.check_levenshtein(md.levenshtein)
+    assert method.levenshtein("kitten", "sitting") == 3
+    assert method.levenshtein("", "abc") == 3
+    assert method.levenshtein("2+2=5", "2+2=4") == 1
+    assert method.levenshtein("flaw", "lawn") == 2
+    exercises.check_levenshtein(method.levenshtein)
 
 
 def _one_insertion_per_gap(d, t):
     counts = {}
-    for op, gap, _ in md.edit_script(d, t):
+    for op, gap, _ in method.edit_script(d, t):
         if op == "insert":
             counts[gap] = counts.get(gap, 0) + 1
     return all(c <= 1 for c in counts.values())
@@ -67,105 +67,105 @@ def test_oracle_pass_reaches_target_with_distinct_tokens():
                 draft.insert(int(rng.integers(len(draft) + 1)), pool.pop())
         if not _one_insertion_per_gap(draft, target):
             continue
-        r, g = md.edit_labels(draft, target)
-        assert len(r) == len(g) == len(draft) + 1 and r[-1] == md.EOS
-        assert md.apply_edits(draft + [md.EOS], r, g) == target + [md.EOS]
+        r, g = method.edit_labels(draft, target)
+        assert len(r) == len(g) == len(draft) + 1 and r[-1] == method.EOS
+        assert method.apply_edits(draft + [method.EOS], r, g) == target + [method.EOS]
         checked += 1
     assert checked > 200
 
 
 def test_worked_examples_and_gap0_corner_case():
-    ex = {(e["draft"], e["target"]): e for e in md.worked_edit_examples()}
+    ex = {(e["draft"], e["target"]): e for e in theory.worked_edit_examples()}
     assert ex[("2+2=5", "2+2=4")]["passes_to_target"] == 1
     assert ex[("abcd", "abd")]["passes_to_target"] == 1
     assert ex[("abcd", "abxcd")]["passes_to_target"] == 1
     assert ex[("ab", "axyb")]["passes_to_target"] == 2 and ex[("ab", "axyb")]["after_one_pass"] == "axb"
     # the release rule never checks gap 0: inserting a copy of the first token is dropped, so "cb" is stuck
-    r, g = md.edit_labels(list("cb"), list("ccb"), eos="$", delete="#")
-    assert md.apply_edits(list("cb$"), r, g, delete="#") == list("cb$")
+    r, g = method.edit_labels(list("cb"), list("ccb"), eos="$", delete="#")
+    assert method.apply_edits(list("cb$"), r, g, delete="#") == list("cb$")
     assert ex[("cb", "ccb")]["passes_to_target"] is None
-    r, g = md.edit_labels(list("cb"), list("ccb"), check_gap0=True, eos="$", delete="#")
-    assert md.apply_edits(list("cb$"), r, g, delete="#") == list("ccb$")
+    r, g = method.edit_labels(list("cb"), list("ccb"), check_gap0=True, eos="$", delete="#")
+    assert method.apply_edits(list("cb$"), r, g, delete="#") == list("ccb$")
 
 
 def test_stuck_rates_ballpark():
-    release = md.oracle_stuck_rate(1500, seed=1)
-    fixed = md.oracle_stuck_rate(1500, check_gap0=True, seed=1)
+    release = theory.oracle_stuck_rate(1500, seed=1)
+    fixed = theory.oracle_stuck_rate(1500, check_gap0=True, seed=1)
     assert 0.002 < release < 0.08
     assert fixed < release
 
 
 def test_step_schedule_and_draft():
-    assert md.step_schedule(11, 3) == [4, 4, 3]
-    assert md.step_schedule(512, 48)[:32] == [11] * 32 and sum(md.step_schedule(512, 48)) == 512
-    md.check_step_schedule(md.step_schedule)
-    md.check_apply_edits(md.apply_edits)
+    assert method.step_schedule(11, 3) == [4, 4, 3]
+    assert method.step_schedule(512, 48)[:32] == [11] * 32 and sum(method.step_schedule(512, 48)) == 512
+    exercises.check_step_schedule(method.step_schedule)
+    exercises.check_apply_edits(method.apply_edits)
     for L in range(1, 13):
         for S in range(1, L + 1):
-            assert sum(md.step_schedule(L, S)) == L and len(md.step_schedule(L, S)) == S
+            assert sum(method.step_schedule(L, S)) == L and len(method.step_schedule(L, S)) == S
     cfg = SimpleNamespace(n_layer=1, n_embd=16, n_head=2)
-    model = md.new_model(cfg, 0)
-    prompts = md.draw_prompts(6, np.random.default_rng(0))
+    model = method.new_model(cfg, 0)
+    prompts = task.draw_prompts(6, np.random.default_rng(0))
     committed = []
     orig = model.forward
 
     def counting(ids, attention_mask=None):
-        committed.append(int((ids == md.MASK).sum()))
+        committed.append(int((ids == method.MASK).sum()))
         return orig(ids, attention_mask)
 
     model.forward = counting
-    out = md.draft(model, prompts, 3)
+    out = method.draft(model, prompts, 3)
     assert out["forward_passes"] == 3 and len(committed) == 3
     masks_left = committed + [0]
-    assert [(a - b) // len(prompts) for a, b in zip(masks_left, masks_left[1:])] == md.step_schedule(md.CANVAS, 3)
-    assert not (out["canvas"] == md.MASK).any()
+    assert [(a - b) // len(prompts) for a, b in zip(masks_left, masks_left[1:])] == method.step_schedule(method.CANVAS, 3)
+    assert not (out["canvas"] == method.MASK).any()
     for resp in out["responses"]:
-        assert md.PAD not in resp and resp[-1] == md.EOS
+        assert method.PAD not in resp and resp[-1] == method.EOS
 
 
 class Echo(torch.nn.Module):
     """Both heads put all mass on the input token (the insertion head on the *next* token): r = y, g = y."""
 
     def forward(self, ids, attention_mask=None):
-        onehot = torch.nn.functional.one_hot(ids, md.VOCAB).float() * 10
+        onehot = torch.nn.functional.one_hot(ids, method.VOCAB).float() * 10
         nxt = torch.roll(onehot, -1, dims=1)
         return onehot, nxt
 
 
 def test_echo_model_converges_and_substitution_keeps_length():
     prompts = [(1, 2, 3), (4, 5, 6, 7)]
-    responses = [[3, 2, 1, md.EOS], [9, 9, md.EOS]]
-    out = md.edit_passes(Echo(), prompts, responses, 3, keep_trace=2)
+    responses = [[3, 2, 1, method.EOS], [9, 9, method.EOS]]
+    out = method.edit_passes(Echo(), prompts, responses, 3, keep_trace=2)
     assert out["states"][-1] == responses and list(out["real_steps"]) == [0, 0]
-    model = md.new_model(SimpleNamespace(n_layer=1, n_embd=16, n_head=2), 0)
-    sub = md.edit_passes(model, prompts, responses, 3, substitution_only=True)
+    model = method.new_model(SimpleNamespace(n_layer=1, n_embd=16, n_head=2), 0)
+    sub = method.edit_passes(model, prompts, responses, 3, substitution_only=True)
     for state in sub["states"]:
         assert [len(s) for s in state] == [len(r) for r in responses]
-        assert all(md.DEL not in s for s in state)
+        assert all(method.DEL not in s for s in state)
 
 
 def _tiny_cfg():
-    p = dict(md.EXPERIMENT_PROFILES["smoke"])
+    p = dict(experiment.EXPERIMENT_PROFILES["smoke"])
     p.update(steps1=6, steps2=6, n_test=8, n_embd=16, n_head=2, batch=16)
     return SimpleNamespace(**p)
 
 
 def test_claim_ids_and_determinism():
     cfg = _tiny_cfg()
-    a = md.run_experiment(cfg)
-    b = md.run_experiment(cfg)
+    a = experiment.run_experiment(cfg)
+    b = experiment.run_experiment(cfg)
     chapter = yaml.safe_load((ROOT / "notebooks" / "me_dlm" / "chapter.yml").read_text())
     ids = {c["id"] for c in chapter["claims"]}
-    values = md.claim_values(a, cfg)
+    values = experiment.claim_values(a, cfg)
     assert set(values) == set(cfg.seeds) and set(values[0]) == ids
-    assert values == md.claim_values(b, cfg) or all(
-        np.isclose(values[0][k], md.claim_values(b, cfg)[0][k], equal_nan=True) for k in ids)
+    assert values == experiment.claim_values(b, cfg) or all(
+        np.isclose(values[0][k], experiment.claim_values(b, cfg)[0][k], equal_nan=True) for k in ids)
     assert a["validity"].equals(b["validity"]) and a["samples"].equals(b["samples"])
     assert len(a["traces"]) > 0
 
 
 def test_marginal_vs_joint():
-    ex = md.marginal_vs_joint_example()
+    ex = theory.marginal_vs_joint_example()
     assert np.isclose(ex["p_valid_independent"], 12 / 27)
     assert ex["greedy_parallel"] == "2+2=5" and not ex["greedy_valid"]
 
@@ -173,14 +173,14 @@ def test_marginal_vs_joint():
 def test_weighted_ce_divides_each_row_mean_by_its_own_t():
     from torch.nn import functional as F
 
-    logits = torch.randn(2, 4, md.VOCAB)
-    labels = torch.full((2, 4), md.IGNORE)
+    logits = torch.randn(2, 4, method.VOCAB)
+    labels = torch.full((2, 4), method.IGNORE)
     labels[0, 1], labels[0, 2], labels[1, 3] = 3, 5, 7
     t = np.array([0.5, 0.25])
-    loss, plain = md._weighted_ce(logits, labels, t)
+    loss, plain = method._weighted_ce(logits, labels, t)
     row0 = F.cross_entropy(logits[0, 1:3], labels[0, 1:3])
     row1 = F.cross_entropy(logits[1, 3:4], labels[1, 3:4])
     assert torch.allclose(loss, (row0 / 0.5 + row1 / 0.25) / 2)
     assert abs(plain - float((2 * row0 + row1) / 3)) < 1e-5
-    empty = torch.full((2, 4), md.IGNORE)
-    assert float(md._weighted_ce(logits, empty, t)[0]) == 0.0
+    empty = torch.full((2, 4), method.IGNORE)
+    assert float(method._weighted_ce(logits, empty, t)[0]) == 0.0

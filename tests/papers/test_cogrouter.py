@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import torch
 
-from replib.papers import cogrouter as cg
+from replib.papers.cogrouter import exercises, experiment, method, task, theory
 from replib.rl import kl_k3
 
 
@@ -25,17 +25,17 @@ def hand_task(types, arrows, cues, plan):
     """A one-task dict built by hand, with memory and correct actions computed independently."""
     types = np.array([types])
     memory, last = [], -1
-    for s in range(cg.N_STAGES):
+    for s in range(task.N_STAGES):
         memory.append(last)
-        if types[0, s] == cg.ROUTINE:
+        if types[0, s] == task.ROUTINE:
             last = cues[s]
     memory = np.array([memory])
     arrows, cues, plan = np.array([arrows]), np.array([cues]), np.array([plan])
-    correct = np.where(types == cg.ROUTINE, arrows, np.where(types == cg.RECALL, memory, plan))
+    correct = np.where(types == task.ROUTINE, arrows, np.where(types == task.RECALL, memory, plan))
     return {"types": types, "arrows": arrows, "cues": cues, "plan": plan, "memory": memory, "correct": correct}
 
 
-R, C, P = cg.ROUTINE, cg.RECALL, cg.PLAN
+R, C, P = task.ROUTINE, task.RECALL, task.PLAN
 TASK = hand_task(
     types=[R, C, R, P, R, R, C, R, R, R],
     arrows=[2, -1, 0, -1, 3, 1, -1, 2, 2, 0],
@@ -44,12 +44,12 @@ TASK = hand_task(
 )
 
 
-def play(task, actions, variant="noisy"):
-    state = cg.new_state(1)
+def play(one_task, actions, variant="noisy"):
+    state = task.new_state(1)
     for a in actions:
         if not state["alive"][0]:
             break
-        cg.env_step(task, state, np.array([0]), np.array([a]), variant)
+        task.env_step(one_task, state, np.array([0]), np.array([a]), variant)
     return state
 
 
@@ -57,17 +57,17 @@ def play(task, actions, variant="noisy"):
 
 
 def test_sampled_tasks_follow_the_rules():
-    tasks = cg.sample_tasks(2000, np.random.default_rng(0))
+    tasks = task.sample_tasks(2000, np.random.default_rng(0))
     types = tasks["types"]
-    assert types.shape == (2000, cg.N_STAGES) and np.all(types[:, 0] == cg.ROUTINE)
+    assert types.shape == (2000, task.N_STAGES) and np.all(types[:, 0] == task.ROUTINE)
     share = np.bincount(types[:, 1:].ravel(), minlength=3) / types[:, 1:].size
-    assert np.allclose(share, cg.TYPE_PROBS, atol=0.02)
-    routine = types == cg.ROUTINE
+    assert np.allclose(share, task.TYPE_PROBS, atol=0.02)
+    routine = types == task.ROUTINE
     assert np.all((tasks["arrows"] >= 0) == routine) and np.all((tasks["cues"] >= 0) == routine)
-    assert np.all((tasks["plan"] >= 0) == (types == cg.PLAN))
+    assert np.all((tasks["plan"] >= 0) == (types == task.PLAN))
     for i in range(50):  # recall answer = the cue of the most recent routine stage before it
-        for s in np.flatnonzero(types[i] == cg.RECALL):
-            last = max(j for j in range(s) if types[i, j] == cg.ROUTINE)
+        for s in np.flatnonzero(types[i] == task.RECALL):
+            last = max(j for j in range(s) if types[i, j] == task.ROUTINE)
             assert tasks["correct"][i, s] == tasks["cues"][i, last]
     assert np.all(tasks["correct"][routine] == tasks["arrows"][routine])
     assert np.all(tasks["correct"] >= 0)
@@ -77,16 +77,16 @@ def test_correct_play_wins_and_recall_needs_the_last_cue():
     assert TASK["correct"][0].tolist() == [2, 1, 0, 2, 3, 1, 2, 2, 2, 0]  # recall at 6 -> cue of stage 5
     state = play(TASK, TASK["correct"][0])
     assert state["passed"][0] and not state["alive"][0] and state["steps"][0] == 10
-    assert cg.episode_returns(state).tolist() == [1.0]
+    assert task.episode_returns(state).tolist() == [1.0]
 
 
 def test_wrong_routine_action_repeats_the_stage():
-    state = cg.new_state(1)
-    ok = cg.env_step(TASK, state, np.array([0]), np.array([1]))  # arrow is 2
+    state = task.new_state(1)
+    ok = task.env_step(TASK, state, np.array([0]), np.array([1]))  # arrow is 2
     assert not ok[0] and state["stage"][0] == 0 and state["steps"][0] == 1 and state["alive"][0]
-    obs_before = cg.observe(TASK, [0], [0])
-    assert np.array_equal(obs_before, cg.observe(TASK, [0], state["stage"]))  # same arrow and cue
-    cg.env_step(TASK, state, np.array([0]), np.array([2]))
+    obs_before = task.observe(TASK, [0], [0])
+    assert np.array_equal(obs_before, task.observe(TASK, [0], state["stage"]))  # same arrow and cue
+    task.env_step(TASK, state, np.array([0]), np.array([2]))
     assert state["stage"][0] == 1 and state["steps"][0] == 2
 
 
@@ -95,13 +95,13 @@ def test_wrong_recall_or_plan_action_ends_the_episode():
         actions = list(TASK["correct"][0, :stage]) + [(TASK["correct"][0, stage] + 1) % 4]
         state = play(TASK, actions)
         assert not state["alive"][0] and not state["passed"][0] and state["stage"][0] == stage
-        assert cg.episode_returns(state).tolist() == [0.0]
+        assert task.episode_returns(state).tolist() == [0.0]
     # strong variant: the stage is passed, the mistake is counted, the win becomes a 0.3 coin
     wrong = (TASK["correct"][0, 1] + 1) % 4
     actions = [TASK["correct"][0, 0], wrong] + list(TASK["correct"][0, 2:])
     state = play(TASK, actions, variant="strong")
     assert state["passed"][0] and state["wrong"][0] == 1
-    wins = [cg.episode_returns(state, np.random.default_rng(i), "strong")[0] for i in range(400)]
+    wins = [task.episode_returns(state, np.random.default_rng(i), "strong")[0] for i in range(400)]
     assert 0.2 < np.mean(wins) < 0.4
 
 
@@ -109,26 +109,26 @@ def test_step_limit():
     c = list(TASK["correct"][0])
     wrong0 = (c[0] + 1) % 4
     state = play(TASK, [wrong0] * 4 + c)  # 4 wasted + 10 = 14 steps: still a win
-    assert state["passed"][0] and state["steps"][0] == 14 and cg.episode_returns(state).tolist() == [1.0]
+    assert state["passed"][0] and state["steps"][0] == 14 and task.episode_returns(state).tolist() == [1.0]
     state = play(TASK, [wrong0] * 5 + c)  # 5 wasted: the limit stops it at stage 9
-    assert not state["passed"][0] and not state["alive"][0] and state["steps"][0] == cg.MAX_STEPS
-    assert state["stage"][0] == 9 and cg.episode_returns(state).tolist() == [0.0]
+    assert not state["passed"][0] and not state["alive"][0] and state["steps"][0] == task.MAX_STEPS
+    assert state["stage"][0] == 9 and task.episode_returns(state).tolist() == [0.0]
     with pytest.raises(ValueError):
-        cg.env_step(TASK, state, np.array([0]), np.array([0]))
+        task.env_step(TASK, state, np.array([0]), np.array([0]))
 
 
 def test_observation_and_views():
     eps, stages = np.arange(1).repeat(10), np.arange(10)
-    obs = cg.observe(TASK, eps, stages)
-    assert obs.shape == (10, cg.obs_dim()) == (10, 11) and obs.dtype == np.float32
+    obs = task.observe(TASK, eps, stages)
+    assert obs.shape == (10, task.obs_dim()) == (10, 11) and obs.dtype == np.float32
     assert obs[0, :4].tolist() == [0, 0, 1, 0] and obs[0, 4:8].tolist() == [0, 1, 0, 0]
     assert obs[1, :8].sum() == 0 and obs[1, 8] == 1 and obs[3, 9] == 1 and obs[3, 10] == pytest.approx(0.3)
-    mem, look = cg.memory_readout(TASK, eps, stages), cg.lookahead_readout(TASK, eps, stages)
+    mem, look = task.memory_readout(TASK, eps, stages), task.lookahead_readout(TASK, eps, stages)
     assert mem[0].sum() == 0 and mem[6].tolist() == [0, 0, 1, 0] and look[3].tolist() == [0, 0, 1, 0]
     assert look[np.arange(10) != 3].sum() == 0
-    views = cg.thought_views(obs, mem, look, np.random.default_rng(0))
-    d = cg.obs_dim()
-    assert views.shape == (10, 4, cg.view_dim()) == (10, 4, 19)
+    views = task.thought_views(obs, mem, look, np.random.default_rng(0))
+    d = task.obs_dim()
+    assert views.shape == (10, 4, task.view_dim()) == (10, 4, 19)
     assert np.array_equal(views[:, 0, :d], obs) and views[:, 0, d:].sum() == 0  # level 1: clean obs
     for level in (1, 2, 3):  # levels 2-4: noisy arrow/cue, clean flags and stage
         assert np.abs(views[:, level, :8] - obs[:, :8]).mean() > 0.2
@@ -136,19 +136,19 @@ def test_observation_and_views():
     assert np.all(views[:, 1, d:] == 0) and np.all(views[:, 2, d + 4:] == 0)
     assert np.abs(views[:, 2:, d:d + 4]).min() > 0 and np.abs(views[:, 3, d + 4:]).min() > 0
     assert np.abs(views[:, 1, :8] - views[:, 2, :8]).max() > 0  # each level draws its own noise
-    strong = cg.sample_tasks(3, np.random.default_rng(1), "strong")
-    assert cg.observe(strong, [0, 1], [0, 0], "strong").shape == (2, 15) and cg.view_dim("strong") == 23
-    plan = strong["types"] == cg.PLAN
+    strong = task.sample_tasks(3, np.random.default_rng(1), "strong")
+    assert task.observe(strong, [0, 1], [0, 0], "strong").shape == (2, 15) and task.view_dim("strong") == 23
+    plan = strong["types"] == task.PLAN
     assert np.all(strong["distances"][~plan] == 0)
     with pytest.raises(ValueError):
-        cg.obs_dim("clean")
+        task.obs_dim("clean")
 
 
 # ---- the agent, CoSFT, rollouts --------------------------------------------------------------
 
 
 def test_policy_response_logprob_and_fixed_level():
-    policy = cg.make_policy(seed=3)
+    policy = task.make_policy(seed=3)
     obs = torch.randn(5, 11)
     views = torch.randn(5, 19)
     levels, actions = torch.tensor([0, 1, 2, 3, 0]), torch.tensor([1, 2, 3, 0, 0])
@@ -161,23 +161,23 @@ def test_policy_response_logprob_and_fixed_level():
     fixed.fixed_level = 3
     assert torch.allclose(fixed.response_logprob(obs, levels, views, actions),
                           policy.action_logprobs(levels, views)[torch.arange(5), actions])
-    roll = cg.rollout(fixed, cg.sample_tasks(8, np.random.default_rng(0)), np.random.default_rng(1))
+    roll = task.rollout(fixed, task.sample_tasks(8, np.random.default_rng(0)), np.random.default_rng(1))
     assert np.all(roll["level"] == 3)
 
 
 def test_cosft_learns_and_rollout_shapes():
-    policy = cg.make_policy(seed=0)
-    b = cg.cosft_batch(np.random.default_rng(0), 4000)
-    sufficient = np.array(cg.SUFFICIENT_LEVEL)[b["types"]] - 1
+    policy = task.make_policy(seed=0)
+    b = task.cosft_batch(np.random.default_rng(0), 4000)
+    sufficient = np.array(task.SUFFICIENT_LEVEL)[b["types"]] - 1
     assert 0.72 < np.mean(b["levels"] == sufficient) < 0.82  # 0.7 + 0.3 / 4
-    losses = cg.cosft(policy, 60, seed=0, batch=64)
+    losses = task.cosft(policy, 60, seed=0, batch=64)
     assert losses.shape == (60,) and losses[-10:].mean() < losses[:10].mean()
-    tasks = cg.sample_tasks(6, np.random.default_rng(2))
-    roll = cg.rollout(policy, cg.repeat_tasks(tasks, 2), np.random.default_rng(3))
+    tasks = task.sample_tasks(6, np.random.default_rng(2))
+    roll = task.rollout(policy, task.repeat_tasks(tasks, 2), np.random.default_rng(3))
     m = len(roll["episode"])
     assert roll["obs"].shape == (m, 11) and roll["views"].shape == (m, 4, 19)
     assert np.array_equal(np.bincount(roll["episode"], minlength=12), roll["length"])
-    assert np.all(roll["length"] <= cg.MAX_STEPS) and roll["returns"].shape == (12,)
+    assert np.all(roll["length"] <= task.MAX_STEPS) and roll["returns"].shape == (12,)
     assert np.array_equal(roll["returns"] > 0, roll["passed"])
     # the chosen level's view is the thought that acted: level 1's is the clean observation
     l1 = roll["level"] == 0
@@ -190,7 +190,7 @@ def test_cosft_learns_and_rollout_shapes():
 def test_pooled_group_advantages():
     returns = np.array([[1.0, 0.0, 0.0, 1.0], [1.0, 1.0, 1.0, 1.0], [0.0, 0.0, 0.0, 0.0]])
     lengths = np.array([[10, 3, 5, 12], [10, 11, 12, 13], [4, 5, 6, 7]])
-    adv = cg.pooled_group_advantages(returns, lengths)
+    adv = method.pooled_group_advantages(returns, lengths)
     pooled = np.repeat(returns[0], lengths[0])
     want = (returns[0] - pooled.mean()) / (pooled.std(ddof=1) + 1e-6)
     assert np.allclose(adv[0], want)
@@ -201,29 +201,29 @@ def test_pooled_group_advantages():
 def test_expansion_only_for_successful_steps_in_mixed_groups():
     returns = np.array([1.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0, 1.0])  # G = 2: mixed, all-1, all-0, mixed
     step_episode = np.array([0, 0, 1, 2, 3, 3, 4, 5, 6, 7, 7])
-    mask = cg.expansion_mask(returns, step_episode, G=2)
+    mask = method.expansion_mask(returns, step_episode, G=2)
     assert mask.tolist() == [True, True, False, False, False, False, False, False, False, True, True]
 
 
 def test_build_batch_replaces_expanded_steps_by_weighted_variants():
     rng = np.random.default_rng(0)
-    policy = cg.make_policy(seed=1)
+    policy = task.make_policy(seed=1)
     m = 5  # episodes 0 (2 steps), 1, 2, 3; G = 2: group 0 mixed (0 won), group 1 all won
     roll = {"episode": np.array([0, 0, 1, 2, 3]), "obs": rng.random((m, 11)).astype(np.float32),
             "views": rng.standard_normal((m, 4, 19)).astype(np.float32), "level": np.array([1, 3, 0, 2, 1]),
             "action": np.array([0, 1, 2, 3, 0]), "type": np.array([0, 2, 1, 0, 0]),
             "returns": np.array([1.0, 0.0, 1.0, 1.0]), "length": np.array([2, 1, 1, 1])}
-    adv_ep = cg.pooled_group_advantages(roll["returns"].reshape(2, 2), roll["length"].reshape(2, 2)).ravel()
+    adv_ep = method.pooled_group_advantages(roll["returns"].reshape(2, 2), roll["length"].reshape(2, 2)).ravel()
     assert adv_ep[0] > 0 > adv_ep[1] and adv_ep[2] == adv_ep[3] == 0
-    plain = cg.build_batch(policy, roll, G=2, expand=False)
+    plain = method.build_batch(policy, roll, G=2, expand=False)
     assert len(plain["advantages"]) == m and plain["n_expanded"] == 0
     assert np.allclose(plain["advantages"].numpy(), adv_ep[roll["episode"]])
     assert torch.equal(plain["views"], torch.from_numpy(roll["views"][np.arange(m), roll["level"]]))
-    batch = cg.build_batch(policy, roll, G=2, expand=True, k=2.0)
+    batch = method.build_batch(policy, roll, G=2, expand=True, k=2.0)
     assert batch["n_expanded"] == 2 and len(batch["advantages"]) == 3 + 8
     assert np.allclose(batch["advantages"][:3].numpy(), adv_ep[[1, 2, 3]])  # non-expanded keep A_tau
-    conf = cg.action_confidences(policy, roll["views"][:2], roll["action"][:2])
-    w = cg.copo_weights(conf, 2.0)
+    conf = method.action_confidences(policy, roll["views"][:2], roll["action"][:2])
+    w = method.copo_weights(conf, 2.0)
     assert np.allclose(batch["advantages"][3:].numpy(), (w * adv_ep[0]).ravel(), atol=1e-6)
     assert batch["levels"][3:].tolist() == [0, 1, 2, 3, 0, 1, 2, 3]
     assert torch.equal(batch["views"][3:7], torch.from_numpy(roll["views"][0]))  # incl. the original thought
@@ -234,7 +234,7 @@ def test_build_batch_replaces_expanded_steps_by_weighted_variants():
 
 
 def test_kl_is_zero_when_policy_equals_reference_and_update_moves_towards_advantage():
-    policy = cg.make_policy(seed=2)
+    policy = task.make_policy(seed=2)
     reference = copy.deepcopy(policy)
     obs, views = torch.randn(6, 11), torch.randn(6, 19)
     levels, actions = torch.tensor([0, 1, 2, 3, 3, 0]), torch.tensor([0, 1, 2, 3, 1, 2])
@@ -243,7 +243,7 @@ def test_kl_is_zero_when_policy_equals_reference_and_update_moves_towards_advant
     batch = {"obs": obs, "levels": levels, "views": views, "actions": actions,
              "advantages": torch.tensor([1.0, 0, 0, 0, 0, 0])}
     opt = torch.optim.Adam(policy.parameters(), lr=1e-2)
-    stats = cg.policy_update(policy, reference, opt, batch, kl_coef=0.1, entropy_coef=0.0)
+    stats = method.policy_update(policy, reference, opt, batch, kl_coef=0.1, entropy_coef=0.0)
     assert stats["kl"] == pytest.approx(0.0, abs=1e-7)
     after = policy.response_logprob(obs, levels, views, actions)
     assert after[0] > lp[0]
@@ -256,34 +256,34 @@ def test_copo_weights_properties():
     rng = np.random.default_rng(0)
     c = rng.random((200, 4))
     for k in (0.5, 2.0, 4.0):
-        w = cg.copo_weights(c, k)
+        w = method.copo_weights(c, k)
         assert np.allclose(w.mean(axis=1), 1.0)
         assert np.allclose(w.max(axis=1) / w.min(axis=1), np.exp(k))
-        lo, hi = cg.weight_bounds(k)
+        lo, hi = theory.weight_bounds(k)
         assert np.all(w >= lo - 1e-12) and np.all(w <= hi + 1e-12)
-    assert np.allclose(cg.weight_bounds(2.0), (4 / (1 + 3 * np.e**2), 4 * np.e**2 / (3 + np.e**2)))
-    assert np.allclose(cg.copo_weights([0.0, 1.0, 1.0, 1.0]).min(), cg.weight_bounds(2.0)[0])
-    assert np.allclose(cg.copo_weights([0.0, 0.0, 0.0, 1.0]).max(), cg.weight_bounds(2.0)[1])
-    assert np.allclose(cg.copo_weights([[0.3, 0.3, 0.3, 0.3 + 1e-7]]), 1.0)  # range <= 1e-6: c_hat = 0.5
-    assert np.allclose(cg.copo_weights([0.0, 1e-7, 0.0, 0.0]), 1.0)  # clipping to 1e-6 first
-    assert np.allclose(cg.copo_weights([0.2, 0.9, 0.5, 0.2]), cg.copo_weights([0.02, 0.09, 0.05, 0.02]))  # scale-free
+    assert np.allclose(theory.weight_bounds(2.0), (4 / (1 + 3 * np.e**2), 4 * np.e**2 / (3 + np.e**2)))
+    assert np.allclose(method.copo_weights([0.0, 1.0, 1.0, 1.0]).min(), theory.weight_bounds(2.0)[0])
+    assert np.allclose(method.copo_weights([0.0, 0.0, 0.0, 1.0]).max(), theory.weight_bounds(2.0)[1])
+    assert np.allclose(method.copo_weights([[0.3, 0.3, 0.3, 0.3 + 1e-7]]), 1.0)  # range <= 1e-6: c_hat = 0.5
+    assert np.allclose(method.copo_weights([0.0, 1e-7, 0.0, 0.0]), 1.0)  # clipping to 1e-6 first
+    assert np.allclose(method.copo_weights([0.2, 0.9, 0.5, 0.2]), method.copo_weights([0.02, 0.09, 0.05, 0.02]))  # scale-free
 
 
 def test_level_update_converges_to_the_fixed_point():
     c = np.array([0.3, 0.3, 0.4, 0.95])
-    w = cg.copo_weights(c)
-    traj = cg.iterate_level_update(c, k=2.0, lr=0.2, iters=600)
+    w = method.copo_weights(c)
+    traj = theory.iterate_level_update(c, k=2.0, lr=0.2, iters=600)
     assert traj.shape == (601, 4) and np.allclose(traj[0], 0.25)
-    assert np.allclose(traj[-1], cg.level_fixed_point(w), atol=1e-4)
-    assert cg.level_fixed_point(w)[3] <= np.e**2 / (np.e**2 + 3) + 1e-12
-    cold = cg.iterate_level_update(c, k=2.0, lr=0.2, iters=600, temperature=0.4)
+    assert np.allclose(traj[-1], theory.level_fixed_point(w), atol=1e-4)
+    assert theory.level_fixed_point(w)[3] <= np.e**2 / (np.e**2 + 3) + 1e-12
+    cold = theory.iterate_level_update(c, k=2.0, lr=0.2, iters=600, temperature=0.4)
     assert cold[-1, 3] > traj[-1, 3]
-    noisy = cg.iterate_level_update([0.9, 0.88, 0.88, 0.88], noise_sd=0.05, iters=300, seed=1)
+    noisy = theory.iterate_level_update([0.9, 0.88, 0.88, 0.88], noise_sd=0.05, iters=300, seed=1)
     assert np.allclose(noisy.sum(axis=1), 1.0)
 
 
 def test_credit_example():
-    df = cg.grpo_vs_copo_credit_example()
+    df = theory.grpo_vs_copo_credit_example()
     g = df.set_index(["method", "step", "level"])["grad"].sort_index()
     pi = np.full(4, 0.25)
     sigma = np.sqrt(0.25 * 0.75)
@@ -301,29 +301,29 @@ def tiny_run():
     from replib import core
 
     with core.runtime.compute_threads(1):
-        cfg = core.configure(cg.EXPERIMENT_PROFILES, "smoke", cosft_steps=30, iterations=2, eval_every=1,
-                             n_eval=24, n_premise_episodes=24, methods=list(cg.METHODS))
-        return cfg, cg.run_experiment(cfg), cg.run_experiment(cfg)
+        cfg = core.configure(experiment.EXPERIMENT_PROFILES, "smoke", cosft_steps=30, iterations=2, eval_every=1,
+                             n_eval=24, n_premise_episodes=24, methods=list(experiment.METHODS))
+        return cfg, experiment.run_experiment(cfg), experiment.run_experiment(cfg)
 
 
 def test_pipeline_gives_every_declared_claim_and_is_deterministic(tiny_run):
     from replib import core
 
     cfg, first, again = tiny_run
-    values = cg.claim_values(first, cfg)
+    values = experiment.claim_values(first, cfg)
     ids = {c["id"] for c in core.load_chapter("cogrouter")["claims"]}
     assert set(values) == set(cfg.seeds) and set(values[0]) == ids
     assert all(isinstance(v, float) for v in values[0].values())
     for key in ("evals", "levels", "curves", "expansion", "premise", "confidence", "cosft_losses"):
         pd.testing.assert_frame_equal(first[key], again[key])
     evals = first["evals"]
-    assert set(evals.method) == set(cg.METHODS)
+    assert set(evals.method) == set(experiment.METHODS)
     assert sorted(evals[(evals.method == "copo") & (evals.temperature == 0.4)].iteration) == [0, 1, 2]
     assert evals[evals.method == "cosft"].iteration.tolist() == [0, 0]
     assert np.all(evals[evals.method == "fixed_l4"].cost_per_step == 130.0)
     assert np.all(evals[evals.method == "fixed_l1"].cost_per_step == 8.0)
-    assert set(first["curves"].method) == set(cg.METHODS) - {"cosft"}
-    assert {"cosft_training", "premise", "eval", *cg.METHODS} <= set(first["seconds"].columns)
+    assert set(first["curves"].method) == set(experiment.METHODS) - {"cosft"}
+    assert {"cosft_training", "premise", "eval", *experiment.METHODS} <= set(first["seconds"].columns)
     shares = first["levels"].groupby(["method", "iteration", "temperature", "stage_type"])["share"].sum()
     assert np.allclose(shares.dropna(), 1.0)
 
@@ -331,14 +331,14 @@ def test_pipeline_gives_every_declared_claim_and_is_deterministic(tiny_run):
 def test_claim_conventions_on_hand_made_results():
     cfg = SimpleNamespace(seeds=[0])
     rows = []
-    for method, success, cost, lr, lh in [("copo", 0.6, 39.0, 1.2, 3.5), ("grpo", 0.7, 45.0, 1.1, 3.0),
+    for name, success, cost, lr, lh in [("copo", 0.6, 39.0, 1.2, 3.5), ("grpo", 0.7, 45.0, 1.1, 3.0),
                                          ("fixed_l4", 0.62, 130.0, 4.0, 4.0), ("grpo_scratch", 0.1, 60.0, 2.5, 2.5)]:
         for it, scale in [(0, 0.5), (10, 1.0)]:
             for temperature, bump in [(0.4, 0.0), (1.0, -0.2)]:
-                rows.append(dict(seed=0, method=method, iteration=it, temperature=temperature,
+                rows.append(dict(seed=0, method=name, iteration=it, temperature=temperature,
                                  success=scale * success + bump, cost_per_step=cost, level_routine=lr, level_hard=lh))
     results = {"evals": pd.DataFrame(rows), "premise": pd.DataFrame([dict(seed=0, c1a=0.9, c1b=0.7)])}
-    v = cg.claim_values(results, cfg)[0]
+    v = experiment.claim_values(results, cfg)[0]
     assert v["c1a_premise_hard_steps"] == 0.9 and v["c1b_premise_routine_steps"] == 0.7
     assert v["c2a_cost_vs_always_think"] == pytest.approx(0.3)
     assert v["c2b_success_vs_always_think"] == pytest.approx(-2.0)
@@ -346,7 +346,7 @@ def test_claim_conventions_on_hand_made_results():
     assert v["c4_copo_vs_grpo"] == pytest.approx(-10.0)
     assert v["m1_copo_vs_grpo_from_scratch"] == pytest.approx(50.0)
     results["evals"] = results["evals"][results["evals"].method != "fixed_l4"]
-    v = cg.claim_values(results, cfg)[0]
+    v = experiment.claim_values(results, cfg)[0]
     assert math.isnan(v["c2a_cost_vs_always_think"]) and math.isnan(v["c2b_success_vs_always_think"])
     assert not math.isnan(v["c4_copo_vs_grpo"])
 
@@ -355,8 +355,8 @@ def test_claim_conventions_on_hand_made_results():
 
 
 def test_graders_accept_the_reference_and_reject_wrong_answers():
-    cg.check_copo_weights(cg.copo_weights)
-    cg.check_level_fixed_point(cg.level_fixed_point)
+    exercises.check_copo_weights(method.copo_weights)
+    exercises.check_level_fixed_point(theory.level_fixed_point)
 
     def no_fallback(c):
         c = np.clip(np.asarray(c, float), 1e-6, 1)
@@ -370,8 +370,8 @@ def test_graders_accept_the_reference_and_reject_wrong_answers():
 
     for wrong in (no_fallback, softmax_weights):
         with pytest.raises(AssertionError):
-            cg.check_copo_weights(wrong)
+            exercises.check_copo_weights(wrong)
     with pytest.raises(AssertionError):
-        cg.check_level_fixed_point(lambda w: np.asarray(w) / 4)
+        exercises.check_level_fixed_point(lambda w: np.asarray(w) / 4)
     with pytest.raises(AssertionError):
-        cg.check_copo_weights(lambda c: (_ for _ in ()).throw(NotImplementedError))
+        exercises.check_copo_weights(lambda c: (_ for _ in ()).throw(NotImplementedError))

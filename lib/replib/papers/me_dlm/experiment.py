@@ -1,0 +1,226 @@
+"""The ME-DLM experiment on the toy: the training loop of both phases (:func:`train_phase`, drawing
+the toy's batches), the profiles, the evaluation of the MDLM baseline and of ME-DLM (full and
+substitution-only editing), the runs and the claim values.
+
+Contents: :func:`train_phase`, :data:`EXPERIMENT_PROFILES`, :func:`evaluate`, :func:`run_seed`,
+:func:`run_experiment`, :func:`claim_values`. The MDLM baseline (the same phase-1 checkpoint
+continued in mask mode) is a few lines of :func:`run_seed`; the substitution-only ablation is a flag
+of :func:`method.edit_passes`.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import torch
+
+from replib.core.runtime import compute_threads, seed_everything
+
+from .method import (
+    CANVAS,
+    _draw_t,
+    _make_optimiser,
+    draft,
+    edit_mode_batch,
+    edit_mode_loss,
+    edit_passes,
+    mask_mode_loss,
+    new_model,
+)
+from .task import _response_distance, _response_valid, _training_batch, draw_prompts
+
+__all__ = [
+    "train_phase",
+    "EXPERIMENT_PROFILES",
+    "evaluate",
+    "run_seed",
+    "run_experiment",
+    "claim_values",
+]
+
+
+# --------------------------------------------------------------------------------------------
+# Training (both phases)
+# --------------------------------------------------------------------------------------------
+
+
+def train_phase(model, opt, sched, cfg, steps: int, edit_prob: float, rng, label: str, progress=None) -> list[dict]:
+    """``steps`` AdamW steps on fresh batches of ``cfg.batch`` prompts (one answer drawn uniformly
+    per prompt). Each batch is in edit mode with probability ``edit_prob`` (curriculum
+    k = floor(progress * E_max) pre-applied edit passes, progress = step / steps), else mask mode.
+    Returns one row per step (phase label, mode, t, the two cross-entropies, loss)."""
+    rows = []
+    it = range(steps)
+    for step in (progress(it) if progress else it):
+        prompts, answers = _training_batch(cfg.batch, rng)
+        t = _draw_t(cfg.batch, rng)
+        edit = rng.random() < edit_prob
+        if edit:
+            k = int(np.floor(step / steps * cfg.e_max))
+            model.eval()
+            responses = edit_mode_batch(model, prompts, answers, t, k, rng)
+            model.train()
+            loss, stats = edit_mode_loss(model, prompts, answers, responses, t)
+        else:
+            model.train()
+            loss, stats = mask_mode_loss(model, prompts, answers, t, rng)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)  # the HF Trainer default the release runs with
+        opt.step()
+        sched.step()
+        rows.append({"phase": label, "step": step, "mode": "edit" if edit else "mask",
+                     "loss": float(loss.detach()), **stats})
+    model.eval()
+    return rows
+
+
+# --------------------------------------------------------------------------------------------
+# The experiment
+# --------------------------------------------------------------------------------------------
+
+_COMMON = dict(n_head=4, batch=64, lr=2e-3, warmup=50, e_max=4, mdlm_passes=[1, 2, 3, 4, 5, 11],
+               draft_passes=[1, 3], edit_counts=[1, 2, 4], n_traces=4)
+EXPERIMENT_PROFILES = {
+    "smoke": dict(seeds=[0], n_layer=1, n_embd=32, steps1=30, steps2=16, n_test=32, **_COMMON),
+    "book": dict(seeds=[0, 1, 2], n_layer=2, n_embd=64, steps1=700, steps2=400, n_test=300, **_COMMON),
+    "paper": dict(seeds=[0, 1, 2, 3, 4], n_layer=3, n_embd=96, steps1=3000, steps2=1500, n_test=400, **_COMMON),
+}
+
+
+def _as_cfg(cfg):
+    return SimpleNamespace(**cfg) if isinstance(cfg, dict) else cfg
+
+
+def evaluate(mdlm, medlm, prompts, cfg, seed: int) -> dict:
+    """All evaluation rows of one seed: ``validity`` (model, draft passes, edit passes, mode, total
+    forward passes, validity in points, mean distance to the nearest valid answer, mean real edit
+    steps), ``samples`` (per prompt and ME-DLM draft: distance before / after each edit count,
+    valid before / after, real edit steps), ``traces``."""
+    validity, samples, traces = [], [], []
+
+    def score(responses):
+        valid = np.array([_response_valid(x, r) for x, r in zip(prompts, responses)])
+        dist = np.array([_response_distance(x, r) for x, r in zip(prompts, responses)])
+        return valid, dist
+
+    for S in cfg.mdlm_passes:
+        valid, dist = score(draft(mdlm, prompts, S)["responses"])
+        validity.append({"seed": seed, "model": "mdlm", "draft_passes": S, "edit_passes": 0, "mode": "none",
+                         "forward_passes": S, "validity": 100 * valid.mean(), "distance": dist.mean(),
+                         "real_steps": np.nan})
+    e_max = max(cfg.edit_counts)
+    for S in cfg.draft_passes:
+        drafted = draft(medlm, prompts, S)["responses"]
+        v0, d0 = score(drafted)
+        validity.append({"seed": seed, "model": "me_dlm", "draft_passes": S, "edit_passes": 0, "mode": "none",
+                         "forward_passes": S, "validity": 100 * v0.mean(), "distance": d0.mean(),
+                         "real_steps": np.nan})
+        per = {"seed": seed, "draft_passes": S}
+        for mode in (["full", "substitution"] if S == 1 else ["full"]):
+            out = edit_passes(medlm, prompts, drafted, e_max, substitution_only=(mode == "substitution"),
+                              keep_trace=cfg.n_traces if mode == "full" else 0)
+            for E in cfg.edit_counts:
+                v, d = score(out["states"][E])
+                validity.append({"seed": seed, "model": "me_dlm", "draft_passes": S, "edit_passes": E,
+                                 "mode": mode, "forward_passes": S + E, "validity": 100 * v.mean(),
+                                 "distance": d.mean(), "real_steps": float(np.minimum(out["real_steps"], E).mean()),
+                                 "valid_drafts": int(v0.sum()), "broken": int((v0 & ~v).sum())})
+                if mode == "full":
+                    per[f"valid_{E}"], per[f"distance_{E}"] = v, d
+            if mode == "full":
+                per["real_steps"] = out["real_steps"]
+                for i, tr in enumerate(out["traces"]):
+                    traces.append({"seed": seed, "draft_passes": S, "prompt": prompts[i], "draft": drafted[i],
+                                   "passes": tr})
+        for i in range(len(prompts)):
+            row = {"seed": seed, "draft_passes": S, "prompt": "".join(map(str, prompts[i])),
+                   "valid_0": bool(v0[i]), "distance_0": int(d0[i]), "real_steps": int(per["real_steps"][i])}
+            for E in cfg.edit_counts:
+                row[f"valid_{E}"], row[f"distance_{E}"] = bool(per[f"valid_{E}"][i]), int(per[f"distance_{E}"][i])
+            samples.append(row)
+    return {"validity": validity, "samples": samples, "traces": traces}
+
+
+def run_seed(cfg, seed: int, progress=None, threads: int = 1) -> dict:
+    """One seed: phase 1 (mask mode, ``steps1``), then from that checkpoint (weights and optimiser)
+    ME-DLM phase 2 (``steps2``, edit mode with probability 0.5) and the compute-matched MDLM
+    (``steps2`` more mask-mode steps); evaluation on ``n_test`` prompts from a separate stream.
+    Plain data only: ``validity``, ``samples``, ``traces``, ``train`` rows and ``seconds``."""
+    cfg = _as_cfg(cfg)
+    with compute_threads(threads):
+        seed_everything(seed)
+        seconds = {"seed": seed}
+        rng = np.random.default_rng([seed, 1])
+        model = new_model(cfg, seed)
+        opt, sched = _make_optimiser(model, cfg)
+        start = time.perf_counter()
+        train_rows = train_phase(model, opt, sched, cfg, cfg.steps1, 0.0, rng, "phase1", progress)
+        seconds["phase1"] = time.perf_counter() - start
+
+        def branch(edit_prob, label, stream):
+            m = copy.deepcopy(model)
+            o, s = _make_optimiser(m, cfg)
+            o.load_state_dict(opt.state_dict())
+            s.load_state_dict(sched.state_dict())
+            start = time.perf_counter()
+            rows = train_phase(m, o, s, cfg, cfg.steps2, edit_prob, np.random.default_rng([seed, stream]), label,
+                               progress)
+            seconds[label] = time.perf_counter() - start
+            return m, rows
+
+        medlm, rows_me = branch(0.5, "me_dlm", 2)
+        mdlm, rows_md = branch(0.0, "mdlm", 3)
+        start = time.perf_counter()
+        prompts = draw_prompts(cfg.n_test, np.random.default_rng([seed, 12345]))
+        ev = evaluate(mdlm, medlm, prompts, cfg, seed)
+        seconds["eval"] = time.perf_counter() - start
+    train = [{"seed": seed, **r} for r in train_rows + rows_me + rows_md]
+    return {**ev, "train": train, "seconds": seconds}
+
+
+def run_experiment(cfg, progress=None, threads: int = 1) -> dict:
+    """:func:`run_seed` for every seed; data frames ``validity``, ``samples``, ``train``, ``seconds``
+    and the list ``traces``."""
+    cfg = _as_cfg(cfg)
+    runs = [run_seed(cfg, seed, progress, threads) for seed in cfg.seeds]
+    out = {key: pd.DataFrame([r for run in runs for r in run[key]]) for key in ("validity", "samples", "train")}
+    out["seconds"] = pd.DataFrame([run["seconds"] for run in runs])
+    out["traces"] = [t for run in runs for t in run["traces"]]
+    return out
+
+
+def claim_values(results: dict, cfg) -> dict[int, dict[str, float]]:
+    """``{seed: {claim_id: value}}`` for the claims of ``chapter.yml`` (validity in points, c4 a share)."""
+    cfg = _as_cfg(cfg)
+    v = results["validity"]
+    nan = float("nan")
+    values = {}
+    for seed in cfg.seeds:
+        vs = v[v["seed"] == seed]
+
+        def pick(model, S, E=0, mode="none"):
+            row = vs[(vs["model"] == model) & (vs["draft_passes"] == S) & (vs["edit_passes"] == E)
+                     & (vs["mode"] == mode)]
+            return row.iloc[0] if len(row) else None
+
+        def val(*a):
+            row = pick(*a)
+            return float(row["validity"]) if row is not None else nan
+
+        broken = [pick("me_dlm", S, 2, "full") for S in (1, 3)]
+        broken = [b for b in broken if b is not None]
+        n_valid = sum(int(b["valid_drafts"]) for b in broken)
+        values[seed] = {
+            "c1_parallel_breaks_validity": val("mdlm", 1) - val("mdlm", CANVAS),
+            "c2_edits_repair": val("me_dlm", 1, 2, "full") - val("me_dlm", 1),
+            "c3a_equal_budget_3": val("me_dlm", 1, 2, "full") - val("mdlm", 3),
+            "c3b_equal_budget_5": val("me_dlm", 3, 2, "full") - val("mdlm", 5),
+            "c4_minimal_edits": sum(int(b["broken"]) for b in broken) / n_valid if n_valid else nan,
+            "c5_full_vs_substitution": val("me_dlm", 1, 2, "full") - val("me_dlm", 1, 2, "substitution"),
+        }
+    return values
