@@ -51,7 +51,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from replib import core
-from replib.papers import foam
+from replib.papers.foam import method, theory
 
 core.set_style()
 profile = core.resolve_profile()
@@ -73,7 +73,7 @@ profile = core.resolve_profile()
 # eigendecompositions of size $m$ and $n$.
 
 # %%
-errors = foam.kronecker_identity_check(core.seed_everything(0), m=5, n=4)
+errors = theory.kronecker_identity_check(core.seed_everything(0), m=5, n=4)
 assert max(errors.values()) < 1e-10
 print(f"largest errors: (L kron R)^(-1/p) {errors['kron_root']:.1e}, vec identity {errors['vec']:.1e}")
 
@@ -91,12 +91,12 @@ print(f"largest errors: (L kron R)^(-1/p) {errors['kron_root']:.1e}, vec identit
 # %%
 epsilons = np.logspace(-8, 0, 17)
 rng = core.seed_everything(1)
-pairs = {"shared near-zero eigenvalue": foam.sensitivity_pair(rng, delta=1e-9, shared_null=True),
-         "well-conditioned pair": foam.sensitivity_pair(rng, delta=1e-9, shared_null=False)}
+pairs = {"shared near-zero eigenvalue": theory.sensitivity_pair(rng, delta=1e-9, shared_null=True),
+         "well-conditioned pair": theory.sensitivity_pair(rng, delta=1e-9, shared_null=False)}
 fig, ax = plt.subplots(figsize=(6, 3.6))
 for name, (A, B) in pairs.items():
-    ax.plot(epsilons, [foam.root_sensitivity(A, B, e) for e in epsilons], marker="o", label=name)
-ax.plot(epsilons, foam.root_sensitivity_bound(epsilons), "k--", lw=1, label=r"bound $\epsilon^{-3/2}/2$")
+    ax.plot(epsilons, [theory.root_sensitivity(A, B, e) for e in epsilons], marker="o", label=name)
+ax.plot(epsilons, theory.root_sensitivity_bound(epsilons), "k--", lw=1, label=r"bound $\epsilon^{-3/2}/2$")
 ax.set(xscale="log", yscale="log", xlabel=r"damping $\epsilon$", ylabel="root change / factor change")
 ax.legend(fontsize="small")
 plt.show()
@@ -128,7 +128,7 @@ plt.show()
 # $h$ with the true relative error of the stale root, $k$ steps after a refresh.
 
 # %%
-drift = foam.proxy_vs_true_error(core.seed_everything(2))
+drift = theory.proxy_vs_true_error(core.seed_everything(2))
 fig, axes = plt.subplots(1, 2, figsize=(9.5, 3.4))
 axes[0].plot(drift["k"], drift["true"], label="true relative error")
 axes[0].plot(drift["k"], drift["h"], label="proxy $h$")
@@ -166,26 +166,26 @@ print(f"proxy above the true error at {np.mean(drift['h'] >= drift['true']):.0%}
 # kept. Here is the controller fed with a proxy that grows after each refresh.
 
 # %%
-h_seq, h, eps = [], 0.3, foam.EPS0  # a proxy that grows after a refresh and drops back at the next
+h_seq, h, eps = [], 0.3, method.EPS0  # a proxy that grows after a refresh and drops back at the next
 for _ in range(60):
     h = min(2.5, h * 1.25)
     h_seq.append(h)
-    eps, refreshed = foam.controller_step(eps, h)
+    eps, refreshed = method.controller_step(eps, h)
     if refreshed:
         h = 0.3
-trace = foam.controller_trace(h_seq)
+trace = theory.controller_trace(h_seq)
 fig, axes = plt.subplots(2, 1, figsize=(7, 4.2), sharex=True)
-axes[0].plot(trace["eps"] / foam.EPS0, drawstyle="steps-post")
+axes[0].plot(trace["eps"] / method.EPS0, drawstyle="steps-post")
 axes[0].plot(np.flatnonzero(trace["refresh"]), np.ones(trace["refreshes"]), "rv", label="refresh")
-axes[0].axhline(foam.EPS_MAX / foam.EPS0, color="k", ls="--", lw=1)
+axes[0].axhline(method.EPS_MAX / method.EPS0, color="k", ls="--", lw=1)
 axes[0].set(yscale="log", ylabel=r"$\epsilon / \epsilon_0$")
 axes[0].legend(fontsize="small")
 axes[1].plot(h_seq)
-axes[1].axhline(foam.TAU, color="k", ls="--", lw=1)
+axes[1].axhline(method.TAU, color="k", ls="--", lw=1)
 axes[1].set(xlabel="check", ylabel="proxy $h$")
 plt.show()
 for h_const in (1.0, 1.5, 3.0):
-    print(f"constant h = {h_const}: a refresh every {foam.refresh_interval(h_const):.0f} checks")
+    print(f"constant h = {h_const}: a refresh every {theory.refresh_interval(h_const):.0f} checks")
 
 # %% [markdown]
 # *Figure 3. The controller's saw-tooth. Top: the damping relative to its floor, with the cap
@@ -215,6 +215,6 @@ for h_const in (1.0, 1.5, 3.0):
 #
 # 1. Show that the proxy $h$ is zero right after a refresh, and that it is invariant to rescaling the
 #    factor together with $\epsilon$.
-# 2. With `foam.refresh_interval`, plot the refresh interval against $h$ for $\tau \in \{0.5, 0.75, 1\}$.
+# 2. With `theory.refresh_interval`, plot the refresh interval against $h$ for $\tau \in \{0.5, 0.75, 1\}$.
 #    Which parameter would you tune to halve the number of eigendecompositions?
 # 3. Repeat Figure 1 with $p = 4$ (Meta's default exponent for matrices): how does the bound change?

@@ -17,7 +17,7 @@
 #
 # **Learning goals.** After this notebook you can
 #
-# 1. read Shampoo and FOAM in `replib.papers.foam` piece by piece, beside the equation or step each
+# 1. read Shampoo and FOAM in `replib.papers.foam.method` piece by piece, beside the equation or step each
 #    piece implements: the factor statistics, their bias correction, the eigendecomposition, the damped
 #    inverse root, the preconditioned and grafted direction, FOAM's proxy and its damping controller;
 # 2. check each piece on inputs small enough to verify by hand;
@@ -40,7 +40,7 @@ import scipy.linalg
 
 from replib import core
 from replib.core.runtime import compute_threads
-from replib.papers import foam
+from replib.papers.foam import exercises, experiment, method, task
 
 core.set_style()
 profile = core.resolve_profile()
@@ -54,15 +54,15 @@ rng = core.seed_everything(0)
 # first step on.
 
 # %%
-core.show_source(foam.ema_factor)
+core.show_source(method.ema_factor)
 
 # %%
 G = rng.normal(size=(3, 2))
 L = np.zeros((3, 3))
 for t in range(1, 6):
-    L = foam.ema_factor(L, G, beta2=0.99, side="L")
-    assert np.allclose(foam.bias_corrected(L, 0.99, t), G @ G.T)  # unbiased from step 1
-assert foam.ema_factor(np.zeros((2, 2)), G, 0.99, side="R").shape == (2, 2)  # R is n x n
+    L = method.ema_factor(L, G, beta2=0.99, side="L")
+    assert np.allclose(method.bias_corrected(L, 0.99, t), G @ G.T)  # unbiased from step 1
+assert method.ema_factor(np.zeros((2, 2)), G, 0.99, side="R").shape == (2, 2)  # R is n x n
 
 # %% [markdown]
 # ## 2. Eigendecomposition and the damped inverse root
@@ -72,13 +72,13 @@ assert foam.ema_factor(np.zeros((2, 2)), G, 0.99, side="R").shape == (2, 2)  # R
 # $Q\,(\mathrm{diag}(d) + \epsilon I)^{-1/p} Q^\top$.
 
 # %%
-core.show_source(foam.inverse_root_from_eig)
+core.show_source(method.inverse_root_from_eig)
 
 # %%
-A = foam.random_psd(rng, 5, rank=3)  # low rank, as with small batches
-Q, d = foam.eigendecompose(A)
+A = task.random_psd(rng, 5, rank=3)  # low rank, as with small batches
+Q, d = method.eigendecompose(A)
 assert np.all(d >= 0) and np.allclose((Q * d) @ Q.T, A)
-root = foam.inverse_root_from_eig(Q, d, eps=1e-3, p=2)
+root = method.inverse_root_from_eig(Q, d, eps=1e-3, p=2)
 reference = scipy.linalg.fractional_matrix_power(A + 1e-3 * np.eye(5), -0.5)
 assert np.allclose(root, reference.real, atol=1e-8)
 
@@ -89,15 +89,15 @@ assert np.allclose(root, reference.real, atol=1e-8)
 # Frobenius norm of Adam's direction for the same block: Shampoo chooses the direction, Adam the size.
 
 # %%
-core.show_source(foam.graft)
+core.show_source(method.graft)
 
 # %%
 M = rng.normal(size=(3, 2))
-P = foam.shampoo_direction(np.eye(3), M, np.eye(2))
+P = method.shampoo_direction(np.eye(3), M, np.eye(2))
 assert np.allclose(P, M)  # identity roots leave the momentum unchanged
-adam = foam.adam_direction(M, M**2 + 1.0)
-assert np.isclose(np.linalg.norm(foam.graft(P, adam)), np.linalg.norm(adam))  # Adam's size
-assert np.allclose(foam.graft(P, adam) / np.linalg.norm(foam.graft(P, adam)), P / np.linalg.norm(P))
+adam = method.adam_direction(M, M**2 + 1.0)
+assert np.isclose(np.linalg.norm(method.graft(P, adam)), np.linalg.norm(adam))  # Adam's size
+assert np.allclose(method.graft(P, adam) / np.linalg.norm(method.graft(P, adam)), P / np.linalg.norm(P))
 
 # %% [markdown]
 # ## 4. FOAM's proxy of the stale root's error
@@ -109,22 +109,22 @@ assert np.allclose(foam.graft(P, adam) / np.linalg.norm(foam.graft(P, adam)), P 
 # $h = \alpha\,\mathrm{RC}/p$: two matrix products, no eigendecomposition.
 
 # %%
-core.show_source(foam.foam_proxy)
+core.show_source(method.foam_proxy)
 
 # %%
-h, rc, alpha = foam.foam_proxy(Q, d, A, eps=1e-3)
+h, rc, alpha = method.foam_proxy(Q, d, A, eps=1e-3)
 assert h < 1e-6 and rc < 1e-6  # right after a refresh nothing has drifted (up to round-off)
-drifted = A + 1e-2 * foam.random_psd(rng, 5, rank=1)
-h_small = foam.foam_proxy(Q, d, drifted, eps=1e-1)[0]
-h_tiny = foam.foam_proxy(Q, d, drifted, eps=1e-4)[0]
+drifted = A + 1e-2 * task.random_psd(rng, 5, rank=1)
+h_small = method.foam_proxy(Q, d, drifted, eps=1e-1)[0]
+h_tiny = method.foam_proxy(Q, d, drifted, eps=1e-4)[0]
 assert 0 < h_small < h_tiny  # the same drift is riskier under a smaller damping
 # an independent matrix form: RC = ||L^-1/2 (L_t - L) L^-1/2||_F and alpha = ||L^-1/p||_2 / ||L^-1/p||_F
 eps, p = 1e-3, 2
-stale_half = foam.inverse_root_from_eig(Q, d, eps, 2)  # (L + eps I)^(-1/2) in the stale basis
+stale_half = method.inverse_root_from_eig(Q, d, eps, 2)  # (L + eps I)^(-1/2) in the stale basis
 rc_matrix = np.linalg.norm(stale_half @ (drifted - (Q * d) @ Q.T) @ stale_half)
-root = foam.inverse_root_from_eig(Q, d, eps, p)
+root = method.inverse_root_from_eig(Q, d, eps, p)
 alpha_matrix = np.linalg.norm(root, 2) / np.linalg.norm(root)
-assert np.allclose(foam.foam_proxy(Q, d, drifted, eps, p), (alpha_matrix * rc_matrix / p, rc_matrix, alpha_matrix))
+assert np.allclose(method.foam_proxy(Q, d, drifted, eps, p), (alpha_matrix * rc_matrix / p, rc_matrix, alpha_matrix))
 
 # %% [markdown]
 # ## 5. The damping controller
@@ -133,13 +133,13 @@ assert np.allclose(foam.foam_proxy(Q, d, drifted, eps, p), (alpha_matrix * rc_ma
 # refreshed and $\epsilon \leftarrow \epsilon_0$, else $\epsilon \leftarrow \tilde\epsilon$.
 
 # %%
-core.show_source(foam.controller_step)
+core.show_source(method.controller_step)
 
 # %%
 eps0, eps_max, tau = 1.0, 300.0, 0.75
-assert foam.controller_step(10.0, 0.375, eps0, eps_max, tau) == (5.0, False)  # h < tau: damping falls
-assert foam.controller_step(1.0, 0.1, eps0, eps_max, tau) == (1.0, False)  # never below the floor
-assert foam.controller_step(200.0, 1.5, eps0, eps_max, tau) == (1.0, True)  # 400 > cap: refresh, reset
+assert method.controller_step(10.0, 0.375, eps0, eps_max, tau) == (5.0, False)  # h < tau: damping falls
+assert method.controller_step(1.0, 0.1, eps0, eps_max, tau) == (1.0, False)  # never below the floor
+assert method.controller_step(200.0, 1.5, eps0, eps_max, tau) == (1.0, True)  # 400 > cap: refresh, reset
 
 # %% [markdown]
 # ## 6. One factor's maintenance, and the refresh policies
@@ -151,16 +151,16 @@ assert foam.controller_step(200.0, 1.5, eps0, eps_max, tau) == (1.0, True)  # 40
 # clipped at the cap), or no adaptive damping (refresh whenever $h > \tau$).
 
 # %%
-core.show_source(foam.ShampooOptimizer._maintain)
+core.show_source(method.ShampooOptimizer._maintain)
 
 # %%
-fac = foam.KroneckerFactor("toy", 5)
+fac = method.KroneckerFactor("toy", 5)
 fac.refresh(A, eps=1e-6)
 Q_before, d_before = fac.Q.copy(), fac.d.copy()
 fac.rebuild(1e-3)  # the reuse branch: only the damping changes
 assert np.array_equal(fac.Q, Q_before) and np.array_equal(fac.d, d_before) and fac.evds == 1
-assert np.allclose(fac.root, foam.inverse_root_from_eig(Q_before, d_before, 1e-3))
-assert [foam.stale_evd_count(1000, f) for f in (1, 10, 50)] == [1000, 101, 21]  # per factor
+assert np.allclose(fac.root, method.inverse_root_from_eig(Q_before, d_before, 1e-3))
+assert [method.stale_evd_count(1000, f) for f in (1, 10, 50)] == [1000, 101, 21]  # per factor
 
 # %% [markdown]
 # ## 7. A short run of every policy
@@ -174,10 +174,10 @@ steps = {"smoke": 30, "book": 200, "paper": 200}[profile]
 short = {}
 with compute_threads(1):
     for config in ["stale_f10", "stale_f50", "foam", "foam_no_refresh", "adam"]:
-        run = short[config] = foam.train_autoencoder(config, seed=0, steps=steps, lr=3e-3)
-        print(f"{foam.config_label(config):<18} loss {run.final_loss:.4f}, {run.evds:4d} "
+        run = short[config] = experiment.train_autoencoder(config, seed=0, steps=steps, lr=3e-3)
+        print(f"{method.config_label(config):<18} loss {run.final_loss:.4f}, {run.evds:4d} "
               f"eigendecompositions, optimizer {run.optimizer_seconds:.2f} s, model {run.model_seconds:.2f} s")
-assert short["stale_f10"].evds == 12 * foam.stale_evd_count(steps, 10)  # 6 matrices x (L, R)
+assert short["stale_f10"].evds == 12 * method.stale_evd_count(steps, 10)  # 6 matrices x (L, R)
 assert short["stale_f10"].checks == 0  # the stale baseline never pays for the proxy
 assert short["foam_no_refresh"].evds == 12  # only the first eigendecomposition of each factor
 
@@ -195,7 +195,7 @@ def damped_inverse_root(A, eps, p):
 
 
 # %%
-foam.check_damped_inverse_root(damped_inverse_root)
+exercises.check_damped_inverse_root(damped_inverse_root)
 
 # %% [markdown]
 # **Exercise 2.** Write FOAM's controller step `controller_step(eps, h, eps0, eps_max, tau)`, returning
@@ -208,12 +208,12 @@ def controller_step(eps, h, eps0, eps_max, tau):
 
 
 # %%
-foam.check_controller_step(controller_step)
+exercises.check_controller_step(controller_step)
 
 # %% [markdown]
 # **Exercise 3 (open).** Meta's Shampoo uses the exponent $1/4$ per factor for matrices ($p = 4$),
-# FOAM's experiments $1/2$. On a low-rank factor, compare `foam.damped_inverse_root(A, eps, p)` and
-# `foam.foam_proxy(Q, d, drifted, eps, p)` for $p = 2$ and $p = 4$: which is less sensitive to a
+# FOAM's experiments $1/2$. On a low-rank factor, compare `method.damped_inverse_root(A, eps, p)` and
+# `method.foam_proxy(Q, d, drifted, eps, p)` for $p = 2$ and $p = 4$: which is less sensitive to a
 # stale root, and why must the proxy use the same $p$ as the root?
 #
 # ## Summary

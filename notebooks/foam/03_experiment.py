@@ -64,10 +64,10 @@ import pandas as pd
 import seaborn as sns
 
 from replib import core
-from replib.papers import foam
+from replib.papers.foam import experiment, method
 
 core.set_style()
-cfg = core.configure(foam.EXPERIMENT_PROFILES, profile, seeds=seeds, steps=steps, lr_grid=lr_grid,
+cfg = core.configure(experiment.EXPERIMENT_PROFILES, profile, seeds=seeds, steps=steps, lr_grid=lr_grid,
                      tune_steps=tune_steps, configs=configs, batch_size=batch_size)
 ledger = core.Ledger("foam", cfg.profile, cfg.seeds, parameters=vars(cfg))
 cfg
@@ -82,7 +82,7 @@ cfg
 # rate of the first grid). Neither changed the rates of the configurations in the claims.
 
 # %%
-rows, traces = foam.run_experiment(cfg, progress=core.progress)
+rows, traces = experiment.run_experiment(cfg, progress=core.progress)
 runs = pd.DataFrame(rows)
 curves = pd.DataFrame(traces["curves"])
 pd.Series(traces["lr"], name="learning rate").to_frame().T
@@ -98,7 +98,7 @@ summary.round(4)
 # and backward passes.
 
 # %% mystnb={"figure": {"caption": "Full-batch training loss (mean over seeds) against the step (left) and against the cumulative seconds spent in the optimizer (right), per configuration.", "name": "foam-loss"}}
-curves["label"] = curves["config"].map(foam.config_label)
+curves["label"] = curves["config"].map(method.config_label)
 mean_curves = curves.groupby(["label", "step"], sort=False)[["loss", "optimizer_seconds"]].mean().reset_index()
 mean_curves["family"] = np.where(mean_curves["label"].str.startswith("FOAM"), "foam", "other")
 fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
@@ -149,14 +149,14 @@ at_side
 log = pd.DataFrame(traces["controller"])
 factor_log = log[(log["config"] == "foam") & (log["factor"] == traces["controller_factor"])]
 fig, axes = plt.subplots(2, 1, figsize=(8, 4.5), sharex=True)
-axes[0].step(factor_log["step"], factor_log["eps"] / foam.EPS0, where="post")
+axes[0].step(factor_log["step"], factor_log["eps"] / method.EPS0, where="post")
 refreshed = factor_log[factor_log["refreshed"]]
 axes[0].plot(refreshed["step"], np.ones(len(refreshed)), "rv", label="refresh")
-axes[0].axhline(foam.EPS_MAX / foam.EPS0, color="k", ls="--", lw=1)
+axes[0].axhline(method.EPS_MAX / method.EPS0, color="k", ls="--", lw=1)
 axes[0].set(yscale="log", ylabel=r"$\epsilon / \epsilon_0$")
 axes[0].legend(fontsize="small")
 axes[1].plot(factor_log["step"], factor_log["h"], lw=1)
-axes[1].axhline(foam.TAU, color="k", ls="--", lw=1)
+axes[1].axhline(method.TAU, color="k", ls="--", lw=1)
 axes[1].set(yscale="log", xlabel="step", ylabel="proxy $h$")
 plt.show()
 print(f"damping relative to the median eigenvalue in use: {factor_log['eps_rel'].median():.1e} (median)")
@@ -183,7 +183,7 @@ plt.show()
 # the threshold.
 
 # %%
-values = foam.claim_values(runs, traces)
+values = experiment.claim_values(runs, traces)
 ledger.record_all(values)
 ledger.save()
 ledger.table()
@@ -205,9 +205,9 @@ for seed in cfg.seeds:
     by_config = curves[curves["seed"] == seed]
     target = 1.07 * runs[(runs["seed"] == seed) & (runs["config"] == "stale_f10")]["final_loss"].iloc[0]
     for config in ["stale_f10", "foam"]:
-        target_time[(seed, config)] = foam.time_to_loss(
+        target_time[(seed, config)] = experiment.time_to_loss(
             by_config[by_config["config"] == config].to_dict("records"), target)
-pd.Series(target_time).unstack().rename(columns=foam.config_label).round(3)
+pd.Series(target_time).unstack().rename(columns=method.config_label).round(3)
 
 # %% [markdown]
 # ## What we scaled down, and why the effect should survive it

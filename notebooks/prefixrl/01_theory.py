@@ -51,7 +51,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from replib import core
-from replib.papers import prefixrl as pr
+from replib.papers.prefixrl import theory
 
 core.set_style()
 profile = core.resolve_profile()
@@ -77,7 +77,7 @@ profile = core.resolve_profile()
 # %%
 H, q, G = 20, 0.6, 8
 h = np.arange(H)
-signal = pr.group_signal_probability(pr.lock_success(q, H, h), G)
+signal = theory.group_signal_probability(theory.lock_success(q, H, h), G)
 fig, ax = plt.subplots(figsize=(6, 3.4))
 ax.plot(h, signal, marker="o")
 ax.set(xlabel="prefix length $h$", ylabel="p(group has a signal)", yscale="log")
@@ -113,7 +113,7 @@ print(f"no prefix: p = {q ** H:.1e}, a group of {G} has a signal with probabilit
 # leads to one successful leaf), for four distributions $\rho$ over the prefix length:
 
 # %%
-consistency = pr.consistency_check()
+consistency = theory.consistency_check()
 consistency["trees"][["rho", "rho0", "min_max_j_pre", "all_pi_star", "min_share_optimal_for_j"]]
 
 # %% [markdown]
@@ -134,7 +134,7 @@ consistency["trees"][["rho", "rho0", "min_max_j_pre", "all_pi_star", "min_share_
 
 # %%
 horizons = [2, 3, 4, 5, 6, 7]
-iterations = {start: [pr.softmax_pg_lock(H, n_actions=4, start=start) for H in horizons]
+iterations = {start: [theory.softmax_pg_lock(H, n_actions=4, start=start) for H in horizons]
               for start in ["start", "resets"]}
 fig, ax = plt.subplots(figsize=(6, 3.4))
 for start, label in [("start", "start state only"), ("resets", "uniform over prefix states")]:
@@ -165,7 +165,7 @@ print(iterations)
 # shared by all states:
 
 # %%
-sharing = pr.back_generalization_check(H=6, n_actions=4)
+sharing = theory.back_generalization_check(H=6, n_actions=4)
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
 for policy, style in [("tabular", "--"), ("shared", "-")]:
     rows = sharing[sharing.policy == policy]

@@ -15,9 +15,9 @@
 # %% [markdown]
 # # RL from off-policy prefixes: implementation
 #
-# This notebook builds PrefixRL from `replib.papers.prefixrl`, the shared group-relative RL parts in
-# `replib.rl` and the shared tiny language model in `replib.models.causal_lm`, each piece next to the
-# step it implements and checked on small inputs.
+# This notebook builds PrefixRL from `replib.papers.prefixrl.task` and `replib.papers.prefixrl.method`,
+# the shared group-relative RL parts in `replib.rl` and the shared tiny language model in
+# `replib.models.causal_lm`, each piece next to the step it implements and checked on small inputs.
 #
 # **Learning goals.** After this notebook you can
 #
@@ -52,7 +52,7 @@ import torch
 
 from replib import core, rl
 from replib.models import causal_lm
-from replib.papers import prefixrl as pr
+from replib.papers.prefixrl import exercises, experiment, method, task
 
 core.set_style()
 profile = core.resolve_profile()
@@ -66,19 +66,19 @@ demo_steps = {"smoke": 60, "book": 300, "paper": 300}[profile]
 # $L$ digits, each computed from the previous one, $y_t = f(y_{t-1}, d_{t \bmod 2})$ with $y_0 = v_0$, by a
 # fixed operation table $f$ on the digits. The reward is 1 only if all $L$ digits are right, so there
 # is exactly one correct answer. (The digest proposed $f(a, d) = a + d \bmod 10$; our tiny model could
-# not learn modular addition in the budget, see the module's notes, so $f$ is a fixed random table.)
+# not learn modular addition in the budget, see the package's notes, so $f$ is a fixed random table.)
 # Because $f$ is a fixed function and the step alternates between two digits, every chain ends in a
 # cycle (the second answer below settles into one): late in a chain, a step often repeats the value
 # two steps back. The first step is special too: it reads $v_0$ from the prompt, every later step
 # reads the previous answer digit.
 
 # %%
-problems = pr.all_problems()[[123, 456]]
-print("operation table f(a, d), rows a, columns d:\n", pr.STEP_TABLE)
-for x, y in zip(problems, pr.correct_traces(problems, 8)):
+problems = task.all_problems()[[123, 456]]
+print("operation table f(a, d), rows a, columns d:\n", task.STEP_TABLE)
+for x, y in zip(problems, task.correct_traces(problems, 8)):
     print(f"x = {tuple(int(v) for v in x)} -> correct answer {y.tolist()}")
-y = pr.correct_traces(problems, 8)[0]
-assert y[0] == pr.STEP_TABLE[problems[0, 0], problems[0, 2]] and y[1] == pr.STEP_TABLE[y[0], problems[0, 1]]
+y = task.correct_traces(problems, 8)[0]
+assert y[0] == task.STEP_TABLE[problems[0, 0], problems[0, 2]] and y[1] == task.STEP_TABLE[y[0], problems[0, 1]]
 
 # %% [markdown]
 # The base model is pretrained on *noisy* answers: each step is replaced, with probability
@@ -89,7 +89,7 @@ assert y[0] == pr.STEP_TABLE[problems[0, 0], problems[0, 2]] and y[1] == pr.STEP
 
 # %%
 rng = np.random.default_rng(0)
-noisy = pr.noisy_traces(problems[:1].repeat(4, 0), 8, 0.4, rng)
+noisy = task.noisy_traces(problems[:1].repeat(4, 0), 8, 0.4, rng)
 print("four noisy answers to the first problem:\n", noisy)
 
 # %% [markdown]
@@ -99,10 +99,10 @@ print("four noisy answers to the first problem:\n", noisy)
 # loss on the answer tokens only. The experiment trains 600 steps at the book profile; here fewer:
 
 # %%
-cfg = core.configure(pr.EXPERIMENT_PROFILES, "book", base_steps=demo_steps)
-model, losses = pr.train_base(cfg, seed=0)
+cfg = core.configure(experiment.EXPERIMENT_PROFILES, "book", base_steps=demo_steps)
+model, losses = task.train_base(cfg, seed=0)
 print(f"loss: first 20 steps {losses[:20].mean():.3f}, last 20 steps {losses[-20:].mean():.3f} nats per step; "
-      f"noise floor {pr.noise_floor(0.4):.3f}")
+      f"noise floor {task.noise_floor(0.4):.3f}")
 
 # %% [markdown]
 # Because exactly one answer is correct, the probability that a sampled answer is correct is the
@@ -111,12 +111,12 @@ print(f"loss: first 20 steps {losses[:20].mean():.3f}, last 20 steps {losses[-20
 # sampling noise. A Monte Carlo check on a short chain:
 
 # %%
-short = pr.all_problems()[::50]
-exact = pr.pass_at_1(model, short, L=3)
-start = torch.as_tensor(pr.prompts(short)).repeat_interleave(2000, 0)
-samples, _ = causal_lm.sample(model, start, 3, eos_id=pr.NO_EOS, pad_id=pr.SEP,
+short = task.all_problems()[::50]
+exact = task.pass_at_1(model, short, L=3)
+start = torch.as_tensor(task.prompts(short)).repeat_interleave(2000, 0)
+samples, _ = causal_lm.sample(model, start, 3, eos_id=task.NO_EOS, pad_id=task.SEP,
                               generator=torch.Generator().manual_seed(0))
-truth = torch.as_tensor(pr.correct_traces(short, 3)).repeat_interleave(2000, 0)
+truth = torch.as_tensor(task.correct_traces(short, 3)).repeat_interleave(2000, 0)
 monte_carlo = (samples == truth).all(1).float().reshape(len(short), 2000).mean(1).numpy()
 print(f"exact pass@1 (L = 3) {exact.mean():.4f}, Monte Carlo {monte_carlo.mean():.4f}")
 assert np.abs(exact - monte_carlo).max() < 0.05
@@ -126,11 +126,11 @@ assert np.abs(exact - monte_carlo).max() < 0.05
 # the experiment) and its success from a correct prefix of every length:
 
 # %%
-train, heldout = pr.split_problems(256, seed=0)
+train, heldout = task.split_problems(256, seed=0)
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
-axes[0].plot(np.arange(1, 21), pr.step_accuracy(model, heldout, 20), marker="o")
+axes[0].plot(np.arange(1, 21), task.step_accuracy(model, heldout, 20), marker="o")
 axes[0].set(xlabel="position $t$", ylabel="p(correct step | correct history)", ylim=(0, 1))
-axes[1].plot(np.arange(20), pr.prefix_curve(model, heldout, 20), marker="o")
+axes[1].plot(np.arange(20), task.prefix_curve(model, heldout, 20), marker="o")
 axes[1].set(xlabel="prefix length $h$", ylabel="pass@1 from the prefix", yscale="log")
 plt.show()
 
@@ -149,11 +149,11 @@ plt.show()
 # tokens, the only ones the loss will see.
 
 # %%
-ids, mask, rewards = pr.rollouts(model, train[:2], prefix_len=16, G=8, L=20, generator=torch.Generator().manual_seed(1))
+ids, mask, rewards = task.rollouts(model, train[:2], prefix_len=16, G=8, L=20, generator=torch.Generator().manual_seed(1))
 print("one rollout:     ", ids[0].tolist())
 print("completion mask: ", mask[0].int().tolist())
 print("rewards per problem (rows) and completion (columns):\n", rewards)
-prefix = pr.prefixed_prompts(train[:1], 16, 20)[0]
+prefix = task.prefixed_prompts(train[:1], 16, 20)[0]
 assert torch.equal(ids[0, :21], torch.as_tensor(prefix)) and mask[0].sum() == 4 and not mask[0, :21].any()
 
 # %% [markdown]
@@ -182,10 +182,11 @@ assert (A[1:] == 0).all() and np.isclose(rl.nonzero_advantage_share(r), 1 / 3)
 
 # %%
 def one_update(prefix_len):
-    trial = pr.train_base(core.configure(pr.EXPERIMENT_PROFILES, "book", base_steps=1), seed=0)[0]
+    trial = task.train_base(core.configure(experiment.EXPERIMENT_PROFILES, "book", base_steps=1), seed=0)[0]
     before = [p.detach().clone() for p in trial.parameters()]
     optimiser = torch.optim.Adam(trial.parameters(), lr=1e-3)
-    stats = pr.rl_step(trial, optimiser, train[:16], prefix_len, cfg, torch.Generator().manual_seed(0))
+    stats = method.rl_step(trial, optimiser, train[:16], prefix_len, cfg, torch.Generator().manual_seed(0),
+                           rollouts=task.rollouts)
     moved = sum(float((p.detach() - b).abs().sum()) for p, b in zip(trial.parameters(), before))
     return stats, moved
 
@@ -213,7 +214,7 @@ def group_advantages(rewards):
 
 
 # %%
-pr.check_group_advantages(group_advantages)
+exercises.check_group_advantages(group_advantages)
 
 # %% [markdown]
 # **Exercise 2.** Write `group_signal_probability(p, G)`: the probability that $G$ independent
@@ -226,7 +227,7 @@ def group_signal_probability(p, G):
 
 
 # %%
-pr.check_group_signal_probability(group_signal_probability)
+exercises.check_group_signal_probability(group_signal_probability)
 
 # %% [markdown]
 # **Exercise 3 (open).** `rl_step` uses the plain policy-gradient loss. Replace it by

@@ -69,14 +69,14 @@ import numpy as np
 import pandas as pd
 
 from replib import core
-from replib.papers import prefixrl as pr
+from replib.papers.prefixrl import experiment
 
 core.set_style()
-cfg = core.configure(pr.EXPERIMENT_PROFILES, profile, seeds=seeds, L=L, eps=eps, base_steps=base_steps,
+cfg = core.configure(experiment.EXPERIMENT_PROFILES, profile, seeds=seeds, L=L, eps=eps, base_steps=base_steps,
                      rl_steps=rl_steps, methods=methods)
-unknown = sorted(set(cfg.methods) - set(pr.METHODS))
+unknown = sorted(set(cfg.methods) - set(experiment.METHODS))
 if unknown:
-    raise ValueError(f"unknown methods {unknown}; valid: {', '.join(pr.METHODS)}")
+    raise ValueError(f"unknown methods {unknown}; valid: {', '.join(experiment.METHODS)}")
 if not 3 <= cfg.L <= 27:
     raise ValueError(f"L = {cfg.L} is out of range: chains need 3 to 27 steps (the model has 32 positions)")
 ledger = core.Ledger("prefixrl", cfg.profile, cfg.seeds, parameters=vars(cfg))
@@ -89,7 +89,7 @@ cfg
 # ## The base model and its hard problems
 
 # %%
-results = pr.run_experiment(cfg, progress=core.progress, threads=2)
+results = experiment.run_experiment(cfg, progress=core.progress, threads=2)
 base = results["base"].set_index("seed")
 base[["final_base_loss", "noise_floor", "heldout_pass", "train_pass", "trace_cost_tokens"]]
 
@@ -187,7 +187,7 @@ results["seconds"].set_index("seed").round(1)
 # ## The claims
 
 # %%
-values = pr.claim_values(results, cfg)
+values = experiment.claim_values(results, cfg)
 ledger.record_all(values)
 ledger.save()
 ledger.table()
@@ -287,7 +287,7 @@ ledger.report()
 # 2. With `-p eps=0.3` the base model is right at each step with probability 0.7 and
 #    $0.7^{20} \approx 8 \times 10^{-4}$. Predict, then measure, how GRPO's share of groups with a
 #    signal changes.
-# 3. Make PrefixRL also train with $h = 0$ on a quarter of the steps: replace `pr.draw_prefix_len` by
-#    your own function (`train_method` looks it up in the module, so assigning
-#    `pr.draw_prefix_len = my_draw` works in Colab too) and call `pr.run_experiment`. Which part of
-#    the back-generalization map changes, and why?
+# 3. Make PrefixRL also train with $h = 0$ on a quarter of the steps: replace
+#    `experiment.draw_prefix_len` by your own function (`train_method` looks it up in the module, so
+#    assigning `experiment.draw_prefix_len = my_draw` works in Colab too) and call
+#    `experiment.run_experiment`. Which part of the back-generalization map changes, and why?

@@ -1,4 +1,4 @@
-"""Unit tests of replib.papers.prefixrl (RL from prefixes of correct off-policy traces)."""
+"""Unit tests of the replib.papers.prefixrl package (RL from prefixes of correct off-policy traces)."""
 
 import copy
 import math
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from replib.models.causal_lm import sample, tiny_gpt, token_logprobs
-from replib.papers import prefixrl as pr
+from replib.papers.prefixrl import exercises, experiment, method, task, theory
 from replib.rl import group_advantages, policy_gradient_loss
 
 
@@ -23,8 +23,8 @@ def one_thread():
 
 
 def tiny_model(seed=0):
-    return tiny_gpt(pr.VOCAB, n_layer=1, n_embd=16, n_head=2, n_positions=32, pad_id=pr.SEP,
-                    eos_id=pr.BOS, seed=seed)
+    return tiny_gpt(task.VOCAB, n_layer=1, n_embd=16, n_head=2, n_positions=32, pad_id=task.SEP,
+                    eos_id=task.BOS, seed=seed)
 
 
 def rl_cfg(L, G=8):
@@ -35,43 +35,43 @@ def rl_cfg(L, G=8):
 
 
 def test_problems_split_and_prompts():
-    problems = pr.all_problems()
+    problems = task.all_problems()
     assert problems.shape == (1000, 3) and problems.dtype == np.int64
     assert len({tuple(p) for p in problems}) == 1000 and problems.min() == 0 and problems.max() == 9
-    train, held = pr.split_problems(256, seed=3)
+    train, held = task.split_problems(256, seed=3)
     assert train.shape == (256, 3) and held.shape == (744, 3)
     both = {tuple(p) for p in train} | {tuple(p) for p in held}
     assert len(both) == 1000 and not ({tuple(p) for p in train} & {tuple(p) for p in held})
-    assert np.array_equal(pr.split_problems(256, seed=3)[0], train)
-    assert not np.array_equal(pr.split_problems(256, seed=4)[0], train)
-    p = pr.prompts(problems[:4])
+    assert np.array_equal(task.split_problems(256, seed=3)[0], train)
+    assert not np.array_equal(task.split_problems(256, seed=4)[0], train)
+    p = task.prompts(problems[:4])
     assert p.shape == (4, 5) and p.dtype == np.int64
-    assert np.all(p[:, 0] == pr.BOS) and np.all(p[:, 4] == pr.SEP) and np.array_equal(p[:, 1:4], problems[:4])
-    seq = pr.sequences(problems[:4], np.zeros((4, 6), dtype=np.int64))
+    assert np.all(p[:, 0] == task.BOS) and np.all(p[:, 4] == task.SEP) and np.array_equal(p[:, 1:4], problems[:4])
+    seq = task.sequences(problems[:4], np.zeros((4, 6), dtype=np.int64))
     assert seq.shape == (4, 11) and np.array_equal(seq[:, :5], p)
 
 
 def test_correct_traces_follow_the_rule():
-    T = pr.STEP_TABLE
+    T = task.STEP_TABLE
     y1 = T[3, 5]
     y2 = T[y1, 4]
     y3 = T[y2, 5]
-    assert pr.correct_traces(np.array([[3, 4, 5]]), 4).tolist() == [[y1, y2, y3, T[y3, 4]]]  # d1, d0, d1, d0
-    problems = pr.all_problems()
-    y = pr.correct_traces(problems, 9)
+    assert task.correct_traces(np.array([[3, 4, 5]]), 4).tolist() == [[y1, y2, y3, T[y3, 4]]]  # d1, d0, d1, d0
+    problems = task.all_problems()
+    y = task.correct_traces(problems, 9)
     prev = problems[:, 0]
     for t in range(1, 10):
-        assert np.array_equal(y[:, t - 1], pr.STEP_TABLE[prev, problems[:, 1 + t % 2]])
+        assert np.array_equal(y[:, t - 1], task.STEP_TABLE[prev, problems[:, 1 + t % 2]])
         prev = y[:, t - 1]
 
 
 def test_noisy_traces_corrupt_at_rate_eps_and_continue_from_the_corruption():
     rng = np.random.default_rng(0)
-    problems = pr.all_problems()[rng.integers(0, 1000, size=4000)]
+    problems = task.all_problems()[rng.integers(0, 1000, size=4000)]
     eps = 0.4
-    y = pr.noisy_traces(problems, 10, eps, rng)
+    y = task.noisy_traces(problems, 10, eps, rng)
     prev = np.concatenate([problems[:, :1], y[:, :-1]], axis=1)
-    rule = pr.STEP_TABLE[prev, problems[:, [1 + t % 2 for t in range(1, 11)]]]
+    rule = task.STEP_TABLE[prev, problems[:, [1 + t % 2 for t in range(1, 11)]]]
     corrupted = y != rule
     assert corrupted.mean() == pytest.approx(eps, abs=0.01)
     assert y.min() >= 0 and y.max() <= 9
@@ -79,8 +79,8 @@ def test_noisy_traces_corrupt_at_rate_eps_and_continue_from_the_corruption():
     offsets = ((y - rule) % 10)[corrupted]
     counts = np.bincount(offsets, minlength=10)
     assert counts[0] == 0 and np.all(np.abs(counts[1:] / corrupted.sum() - 1 / 9) < 0.01)
-    assert np.array_equal(pr.noisy_traces(problems[:5], 10, 0.0, rng), pr.correct_traces(problems[:5], 10))
-    assert pr.noise_floor(0.0) == 0.0 and pr.noise_floor(0.4) == pytest.approx(
+    assert np.array_equal(task.noisy_traces(problems[:5], 10, 0.0, rng), task.correct_traces(problems[:5], 10))
+    assert task.noise_floor(0.0) == 0.0 and task.noise_floor(0.4) == pytest.approx(
         -(0.6 * math.log(0.6) + 0.4 * math.log(0.4 / 9)))
 
 
@@ -89,15 +89,15 @@ def test_noisy_traces_corrupt_at_rate_eps_and_continue_from_the_corruption():
 
 def test_exact_pass_at_1_matches_sampling():
     model = tiny_model(1)
-    problems = pr.all_problems()[::50]  # 20 problems
+    problems = task.all_problems()[::50]  # 20 problems
     L = 2
-    exact = pr.pass_at_1(model, problems, L)
+    exact = task.pass_at_1(model, problems, L)
     assert exact.shape == (20,) and np.all((exact > 0) & (exact < 1))
     n = 1000
-    start = torch.as_tensor(pr.prompts(problems)).repeat_interleave(n, 0)
-    out, logprob = sample(model, start, L, eos_id=pr.NO_EOS, pad_id=pr.SEP,
+    start = torch.as_tensor(task.prompts(problems)).repeat_interleave(n, 0)
+    out, logprob = sample(model, start, L, eos_id=task.NO_EOS, pad_id=task.SEP,
                           generator=torch.Generator().manual_seed(0))
-    truth = torch.as_tensor(pr.correct_traces(problems, L)).repeat_interleave(n, 0)
+    truth = torch.as_tensor(task.correct_traces(problems, L)).repeat_interleave(n, 0)
     hit = (out == truth).all(1)
     mc = hit.float().reshape(20, n).mean(1).numpy()
     se = math.sqrt(exact.mean() / (20 * n))
@@ -110,22 +110,22 @@ def test_exact_pass_at_1_matches_sampling():
 
 def test_pass_at_1_with_prefix_uses_only_later_steps():
     model = tiny_model(2)
-    problems = pr.all_problems()[:30]
+    problems = task.all_problems()[:30]
     L = 6
-    probs = pr.correct_step_probs(model, problems, L)
+    probs = task.correct_step_probs(model, problems, L)
     assert probs.shape == (30, L) and np.all((probs > 0) & (probs < 1))
     for h in range(L):
-        assert np.allclose(pr.pass_at_1(model, problems, L, prefix_len=h), probs[:, h:].prod(1))
-    assert np.allclose(pr.step_accuracy(model, problems, L), probs.mean(0))
-    curve = pr.prefix_curve(model, problems, L)
+        assert np.allclose(task.pass_at_1(model, problems, L, prefix_len=h), probs[:, h:].prod(1))
+    assert np.allclose(task.step_accuracy(model, problems, L), probs.mean(0))
+    curve = task.prefix_curve(model, problems, L)
     assert curve.shape == (L,) and curve[0] == pytest.approx(probs.prod(1).mean())
     assert np.all(np.diff(curve) > 0)  # fewer steps left, higher success
     # teacher forcing: step t's probability does not depend on the steps after t
-    ids = torch.as_tensor(pr.sequences(problems, pr.correct_traces(problems, L)))
+    ids = torch.as_tensor(task.sequences(problems, task.correct_traces(problems, L)))
     with torch.no_grad():
         short = torch.exp(token_logprobs(model, ids[:, : 5 + 3])[:, 4:]).double().numpy()
     assert np.allclose(short, probs[:, :3], atol=1e-6)
-    assert pr.trace_cost_tokens(np.array([0.5, 0.25]), 4) == pytest.approx(4 / 0.5 + 4 / 0.25)
+    assert task.trace_cost_tokens(np.array([0.5, 0.25]), 4) == pytest.approx(4 / 0.5 + 4 / 0.25)
 
 
 # ---- the RL loop ------------------------------------------------------------------------------
@@ -133,21 +133,21 @@ def test_pass_at_1_with_prefix_uses_only_later_steps():
 
 def test_rollouts_sample_exactly_the_completion():
     model = tiny_model(3)
-    problems = pr.all_problems()[[7, 123, 999]]
+    problems = task.all_problems()[[7, 123, 999]]
     L, h, G = 6, 2, 5
-    ids, mask, rewards = pr.rollouts(model, problems, h, G, L, torch.Generator().manual_seed(0))
+    ids, mask, rewards = task.rollouts(model, problems, h, G, L, torch.Generator().manual_seed(0))
     assert ids.shape == (15, 5 + L) and mask.shape == ids.shape and rewards.shape == (3, G)
-    truth = pr.correct_traces(problems, L)
-    expected_prefix = np.repeat(pr.sequences(problems, truth[:, :h]), G, axis=0)
+    truth = task.correct_traces(problems, L)
+    expected_prefix = np.repeat(task.sequences(problems, truth[:, :h]), G, axis=0)
     assert np.array_equal(ids[:, : 5 + h].numpy(), expected_prefix)
     assert not mask[:, : 5 + h].any() and mask[:, 5 + h:].all()
     reward = (ids[:, 5 + h:].numpy() == np.repeat(truth[:, h:], G, axis=0)).all(1)
     assert np.array_equal(rewards.reshape(-1).numpy(), reward.astype(float))
     # a prefix of length L - 1 leaves one token; h outside 0..L-1 is refused
-    ids, mask, _ = pr.rollouts(model, problems, L - 1, 2, L)
+    ids, mask, _ = task.rollouts(model, problems, L - 1, 2, L)
     assert mask.sum().item() == 3 * 2
     with pytest.raises(ValueError):
-        pr.rollouts(model, problems, L, 2, L)
+        task.rollouts(model, problems, L, 2, L)
 
 
 def _params(model):
@@ -155,26 +155,28 @@ def _params(model):
 
 
 def test_rl_step_moves_the_model_only_when_some_group_has_signal():
-    problems = pr.all_problems()[::60][:16]
+    problems = task.all_problems()[::60][:16]
     model = tiny_model(4)
     before = _params(model)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     # untrained model, 8 steps to guess: every reward is 0 -> every advantage is 0
-    stats = pr.rl_step(model, opt, problems, 0, rl_cfg(8), torch.Generator().manual_seed(0))
+    stats = method.rl_step(model, opt, problems, 0, rl_cfg(8), torch.Generator().manual_seed(0),
+                           rollouts=task.rollouts)
     assert stats["share_nonzero"] == 0.0 and stats["mean_reward"] == 0.0 and stats["loss"] == 0.0
     assert stats["sampled_tokens"] == 16 * 8 * 8
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
     # one step left to guess: some groups are mixed
-    stats = pr.rl_step(model, opt, problems, 7, rl_cfg(8), torch.Generator().manual_seed(0))
+    stats = method.rl_step(model, opt, problems, 7, rl_cfg(8), torch.Generator().manual_seed(0),
+                           rollouts=task.rollouts)
     assert stats["share_nonzero"] > 0 and stats["sampled_tokens"] == 16 * 8 * 1
     assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
 
 
 def test_prefix_tokens_get_no_gradient():
     model = tiny_model(5)
-    problems = pr.all_problems()[::100]
+    problems = task.all_problems()[::100]
     L, h = 6, 5
-    ids, mask, rewards = pr.rollouts(model, problems, h, 8, L, torch.Generator().manual_seed(1))
+    ids, mask, rewards = task.rollouts(model, problems, h, 8, L, torch.Generator().manual_seed(1))
     assert (rewards.std(1) > 0).any()
     logprobs = token_logprobs(model, ids)
     logprobs.retain_grad()
@@ -187,18 +189,18 @@ def test_prefix_tokens_get_no_gradient():
 
 def test_prefix_length_distribution():
     rng = np.random.default_rng(0)
-    hs = [pr.draw_prefix_len("prefixrl", 20, rng) for _ in range(2000)]
+    hs = [method.draw_prefix_len("prefixrl", 20, rng) for _ in range(2000)]
     assert set(hs) == set(range(10, 19))
-    assert pr.draw_prefix_len("grpo", 20, rng) == 0 and pr.draw_prefix_len("sft_rl", 20, rng) == 0
+    assert method.draw_prefix_len("grpo", 20, rng) == 0 and method.draw_prefix_len("sft_rl", 20, rng) == 0
 
 
 def test_sft_imitates_the_correct_traces():
     model = tiny_model(6)
-    problems = pr.all_problems()[:64]
-    before = pr.pass_at_1(model, problems, 3).mean()
-    losses = pr.sft(model, problems, 3, epochs=30, lr=1e-2, seed=0)
+    problems = task.all_problems()[:64]
+    before = task.pass_at_1(model, problems, 3).mean()
+    losses = experiment.sft(model, problems, 3, epochs=30, lr=1e-2, seed=0)
     assert losses.shape == (30,) and losses[-1] < losses[0]
-    assert pr.pass_at_1(model, problems, 3).mean() > before
+    assert task.pass_at_1(model, problems, 3).mean() > before
 
 
 # ---- the pipeline -----------------------------------------------------------------------------
@@ -208,15 +210,15 @@ def test_sft_imitates_the_correct_traces():
 def tiny_run():
     from replib import core
 
-    cfg = core.configure(pr.EXPERIMENT_PROFILES, "smoke", rl_steps=2, base_steps=2, eval_every=1, sft_epochs=2)
-    return cfg, pr.run_experiment(cfg), pr.run_experiment(cfg)
+    cfg = core.configure(experiment.EXPERIMENT_PROFILES, "smoke", rl_steps=2, base_steps=2, eval_every=1, sft_epochs=2)
+    return cfg, experiment.run_experiment(cfg), experiment.run_experiment(cfg)
 
 
 def test_pipeline_gives_every_declared_claim_and_is_deterministic(tiny_run):
     from replib import core
 
     cfg, first, again = tiny_run
-    values = pr.claim_values(first, cfg)
+    values = experiment.claim_values(first, cfg)
     ids = {c["id"] for c in core.load_chapter("prefixrl")["claims"]}
     assert set(values) == set(cfg.seeds) and set(values[0]) == ids
     assert all(isinstance(v, float) for v in values[0].values())
@@ -246,7 +248,7 @@ def test_claims_of_missing_methods_are_nan(tiny_run):
     only = {key: (df[df.method == "prefixrl"] if key in ("evals", "steps") else df)
             for key, df in first.items() if key != "runs"}
     only["profiles"] = first["profiles"][first["profiles"].model.isin(["base", "prefixrl"])]
-    values = pr.claim_values(only, cfg)[0]
+    values = experiment.claim_values(only, cfg)[0]
     for key in ("c1b_signal_grpo", "c2b_progress_vs_grpo", "m1_final_ratio_vs_sft_rl", "m2_speed_vs_sft_rl"):
         assert math.isnan(values[key])
     assert not math.isnan(values["c1a_signal_prefixrl"]) and not math.isnan(values["c3_back_generalization"])
@@ -265,7 +267,7 @@ def test_claim_conventions_on_hand_made_results():
     profiles = pd.DataFrame([dict(seed=0, model=m, position=t, step_accuracy=a + 0.1 * t)
                              for m, a in [("base", 0.5), ("prefixrl", 0.7)] for t in range(1, 5)])
     results = dict(evals=evals, steps=steps, profiles=profiles, base=pd.DataFrame([dict(seed=0, heldout_pass=1e-5)]))
-    v = pr.claim_values(results, cfg)[0]
+    v = experiment.claim_values(results, cfg)[0]
     assert v["c1a_signal_prefixrl"] == 0.5 and v["c1b_signal_grpo"] == 0.0
     assert v["c2a_progress"] == 0.06 and v["c2b_progress_vs_grpo"] == pytest.approx(0.05)
     assert v["c3_back_generalization"] == pytest.approx(0.2)
@@ -276,7 +278,7 @@ def test_claim_conventions_on_hand_made_results():
     # SFT-then-RL's final pass@1 is 0 -> m1 nan; prefixrl at the level at step 0 -> m2 nan
     evals.loc[(evals.method == "sft_rl"), "heldout_pass"] = 0.0
     evals.loc[(evals.method == "prefixrl") & (evals.step == 0), "train_pass"] = 0.2
-    v = pr.claim_values(results, cfg)[0]
+    v = experiment.claim_values(results, cfg)[0]
     assert math.isnan(v["m1_final_ratio_vs_sft_rl"]) and math.isnan(v["m2_speed_vs_sft_rl"])
 
 
@@ -288,25 +290,25 @@ def test_group_signal_probability_matches_sampling():
     for p, G in [(0.1, 8), (0.5, 4), (0.02, 16)]:
         groups = rng.random((200_000, G)) < p
         mc = (groups.any(1) & ~groups.all(1)).mean()
-        assert pr.group_signal_probability(p, G) == pytest.approx(mc, abs=0.005)
-    assert pr.group_signal_probability(np.array([0.0, 1.0]), 8).tolist() == [0.0, 0.0]
-    assert pr.lock_success(0.5, 6, 2) == pytest.approx(0.5**4)
-    assert np.allclose(pr.lock_success(0.6, 20, np.arange(20)), 0.6 ** (20 - np.arange(20)))
+        assert theory.group_signal_probability(p, G) == pytest.approx(mc, abs=0.005)
+    assert theory.group_signal_probability(np.array([0.0, 1.0]), 8).tolist() == [0.0, 0.0]
+    assert theory.lock_success(0.5, 6, 2) == pytest.approx(0.5**4)
+    assert np.allclose(theory.lock_success(0.6, 20, np.arange(20)), 0.6 ** (20 - np.arange(20)))
 
 
 def test_softmax_pg_lock_is_exponential_from_the_start_and_polynomial_with_resets():
-    start = [pr.softmax_pg_lock(H, 4, "start", lr=1.0) for H in (2, 4, 6)]
-    resets = [pr.softmax_pg_lock(H, 4, "resets", lr=1.0) for H in (2, 4, 6)]
+    start = [theory.softmax_pg_lock(H, 4, "start", lr=1.0) for H in (2, 4, 6)]
+    resets = [theory.softmax_pg_lock(H, 4, "resets", lr=1.0) for H in (2, 4, 6)]
     assert start == sorted(start) and resets == sorted(resets)
     assert start[2] / start[0] > 3 * resets[2] / resets[0]
     assert start[2] > 2 * resets[2]
-    assert pr.softmax_pg_lock(6, 4, "start", max_iters=10) == 10
+    assert theory.softmax_pg_lock(6, 4, "start", max_iters=10) == 10
     with pytest.raises(ValueError):
-        pr.softmax_pg_lock(3, 2, "nowhere")
+        theory.softmax_pg_lock(3, 2, "nowhere")
 
 
 def test_consistency_check():
-    out = pr.consistency_check(n_trees=8, iters=200)
+    out = theory.consistency_check(n_trees=8, iters=200)
     trees = out["trees"].set_index("rho")
     assert trees.all_pi_star.all() and (trees.min_max_j_pre == 1.0).all()
     assert (trees.loc[trees.rho0 > 0, "min_share_optimal_for_j"] == 1.0).all()
@@ -315,7 +317,7 @@ def test_consistency_check():
     assert np.allclose(tab["p_start"], 0.25)  # no gradient ever reaches the start state
     assert shared["p_start"][-1] > 0.9 and shared["v_start"][-1] > tab["v_start"][-1]
     assert tab["v_prefix"][-1] > tab["v_prefix"][0]
-    frame = pr.back_generalization_check(iters=200)
+    frame = theory.back_generalization_check(iters=200)
     assert len(frame) == 2 * 201 and set(frame.policy) == {"tabular", "shared"}
     assert np.allclose(frame[frame.policy == "shared"].p_start.to_numpy(), shared["p_start"])
 
@@ -328,13 +330,13 @@ def test_graders_accept_the_reference_and_reject_wrong_answers(capsys):
         r = np.asarray(r, dtype=float)
         return (r - r.mean(1, keepdims=True)) / (r.std(1, keepdims=True) + 1e-6)
 
-    pr.check_group_advantages(ours)
-    pr.check_group_advantages(lambda r: group_advantages(torch.as_tensor(r)))
+    exercises.check_group_advantages(ours)
+    exercises.check_group_advantages(lambda r: group_advantages(torch.as_tensor(r)))
     assert "correct" in capsys.readouterr().out
     with pytest.raises(AssertionError):  # unbiased std
-        pr.check_group_advantages(lambda r: (r - r.mean(1, keepdims=True)) / (r.std(1, ddof=1, keepdims=True) + 1e-6))
+        exercises.check_group_advantages(lambda r: (r - r.mean(1, keepdims=True)) / (r.std(1, ddof=1, keepdims=True) + 1e-6))
     with pytest.raises(AssertionError):  # no baseline
-        pr.check_group_advantages(lambda r: r / (r.std(1, keepdims=True) + 1e-6))
-    pr.check_group_signal_probability(lambda p, G: 1 - (1 - np.asarray(p)) ** G - np.asarray(p) ** G)
+        exercises.check_group_advantages(lambda r: r / (r.std(1, keepdims=True) + 1e-6))
+    exercises.check_group_signal_probability(lambda p, G: 1 - (1 - np.asarray(p)) ** G - np.asarray(p) ** G)
     with pytest.raises(AssertionError):
-        pr.check_group_signal_probability(lambda p, G: 1 - (1 - np.asarray(p)) ** G)
+        exercises.check_group_signal_probability(lambda p, G: 1 - (1 - np.asarray(p)) ** G)

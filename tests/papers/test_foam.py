@@ -1,5 +1,5 @@
-"""Unit tests of replib.papers.foam (FOAM: adaptive damping for stale Shampoo) and the MLP options it
-uses (tanh, linear bottleneck)."""
+"""Unit tests of the replib.papers.foam package (FOAM: adaptive damping for stale Shampoo) and the
+MLP options it uses (tanh, linear bottleneck)."""
 
 import math
 from types import SimpleNamespace
@@ -12,9 +12,9 @@ import torch
 from replib.core.paths import load_chapter
 from replib.core.runtime import compute_threads
 from replib.models.mlp import MLP
-from replib.papers import foam
+from replib.papers.foam import exercises, experiment, method, task, theory
 
-X_SMALL = foam.load_digits_train()[:64]
+X_SMALL = task.load_digits_train()[:64]
 
 
 @pytest.fixture(autouse=True)
@@ -25,28 +25,28 @@ def one_thread():
 
 
 def psd(seed, m=6, rank=None):
-    return foam.random_psd(np.random.default_rng(seed), m, rank)
+    return task.random_psd(np.random.default_rng(seed), m, rank)
 
 
 def small_run(config, seed=0, steps=25, **kw):
-    return foam.train_autoencoder(config, seed=seed, steps=steps, X=X_SMALL, eval_every=5, **kw)
+    return experiment.train_autoencoder(config, seed=seed, steps=steps, X=X_SMALL, eval_every=5, **kw)
 
 
 # ---- data and model --------------------------------------------------------------------------
 
 
 def test_data_and_autoencoder_shapes():
-    X = foam.load_digits_train()
+    X = task.load_digits_train()
     assert X.shape == (1400, 64) and X.dtype == np.float32
     assert X.min() >= 0.0 and X.max() <= 1.0
-    model = foam.autoencoder(0)
-    assert [lay.weight.shape[1] for lay in model.layers] + [64] == list(foam.AE_SIZES)
+    model = task.autoencoder(0)
+    assert [lay.weight.shape[1] for lay in model.layers] + [64] == list(task.AE_SIZES)
     assert sum(p.numel() for p in model.parameters()) == pytest.approx(35_000, rel=0.05)
     # tanh everywhere except the linear 16-d bottleneck (hidden layer 2), linear output
     x = torch.from_numpy(X[:5])
     h = x
     for i, lay in enumerate(model.layers[:-1]):
-        h = lay(h) if i == foam.BOTTLENECK else torch.tanh(lay(h))
+        h = lay(h) if i == task.BOTTLENECK else torch.tanh(lay(h))
     assert torch.allclose(model(x), model.layers[-1](h))
     assert torch.allclose(model.hidden(x), h)
 
@@ -66,9 +66,9 @@ def test_mlp_options_validate_and_default_to_relu():
 
 
 def test_kronecker_identities():
-    err = foam.kronecker_identity_check(np.random.default_rng(0), m=4, n=3, p=2)
+    err = theory.kronecker_identity_check(np.random.default_rng(0), m=4, n=3, p=2)
     assert err["kron_root"] < 1e-10 and err["vec"] < 1e-10
-    err = foam.kronecker_identity_check(np.random.default_rng(1), m=3, n=5, p=4)
+    err = theory.kronecker_identity_check(np.random.default_rng(1), m=3, n=5, p=4)
     assert err["kron_root"] < 1e-10 and err["vec"] < 1e-10
 
 
@@ -77,13 +77,13 @@ def test_damped_inverse_root_matches_fractional_power(p):
     A = psd(3, m=7, rank=3)  # rank-deficient PSD
     eps = 1e-3
     want = np.real(scipy.linalg.fractional_matrix_power(A + eps * np.eye(7), -1.0 / p))
-    got = foam.damped_inverse_root(A, eps, p)
+    got = method.damped_inverse_root(A, eps, p)
     assert np.allclose(got, want, rtol=1e-8, atol=1e-8)
     assert np.allclose(np.linalg.matrix_power(got, p) @ (A + eps * np.eye(7)), np.eye(7), atol=1e-8)
     # raw eigenvalues: d excludes eps and is non-negative; the root adds eps exactly once
-    Q, d = foam.eigendecompose(A)
+    Q, d = method.eigendecompose(A)
     assert np.all(d >= 0) and np.sum(d < 1e-12) == 4
-    assert np.allclose(foam.inverse_root_from_eig(Q, d, eps, p), want, atol=1e-8)
+    assert np.allclose(method.inverse_root_from_eig(Q, d, eps, p), want, atol=1e-8)
     assert np.allclose(Q @ np.diag(d) @ Q.T, A, atol=1e-12)
 
 
@@ -94,27 +94,27 @@ def test_ema_and_bias_correction():
     L = R = None
     L, R = np.zeros((5, 5)), np.zeros((3, 3))
     for t in range(1, 8):
-        L, R = foam.ema_factor(L, G, 0.9, "L"), foam.ema_factor(R, G, 0.9, "R")
+        L, R = method.ema_factor(L, G, 0.9, "L"), method.ema_factor(R, G, 0.9, "R")
         # constant G G^T: the bias-corrected factor is exactly that matrix at every t
-        assert np.allclose(foam.bias_corrected(L, 0.9, t), S_L)
-        assert np.allclose(foam.bias_corrected(R, 0.9, t), S_R)
+        assert np.allclose(method.bias_corrected(L, 0.9, t), S_L)
+        assert np.allclose(method.bias_corrected(R, 0.9, t), S_R)
     assert np.allclose(L, (1 - 0.9**7) * S_L)
     G2 = rng.normal(size=(5, 3))
-    assert np.allclose(foam.ema_factor(L, G2, 0.9, "L"), 0.9 * L + 0.1 * G2 @ G2.T)
+    assert np.allclose(method.ema_factor(L, G2, 0.9, "L"), 0.9 * L + 0.1 * G2 @ G2.T)
 
 
 def test_grafting_has_the_adam_norm_and_the_shampoo_direction():
     rng = np.random.default_rng(4)
     P, A = rng.normal(size=(6, 4)), 3.0 * rng.normal(size=(6, 4))
-    g = foam.graft(P, A)
+    g = method.graft(P, A)
     assert np.linalg.norm(g) == pytest.approx(np.linalg.norm(A))
     assert np.allclose(g / np.linalg.norm(g), P / np.linalg.norm(P))
-    assert np.array_equal(foam.graft(np.zeros((2, 2)), A[:2, :2]), np.zeros((2, 2)))
+    assert np.array_equal(method.graft(np.zeros((2, 2)), A[:2, :2]), np.zeros((2, 2)))
 
 
 def test_shampoo_weight_step_has_the_adam_step_norm():
-    model = foam.autoencoder(0)
-    opt = foam.ShampooOptimizer(model, foam.policy("stale_f10"), lr=1e-2)
+    model = task.autoencoder(0)
+    opt = method.ShampooOptimizer(model, method.policy("stale_f10"), lr=1e-2)
     before = [p.detach().clone() for p in model.parameters()]
     x = torch.from_numpy(X_SMALL[:4])
     torch.nn.functional.mse_loss(model(x), x).backward()
@@ -123,7 +123,7 @@ def test_shampoo_weight_step_has_the_adam_step_norm():
     k = 0
     for p, p0, g in zip(model.parameters(), before, grads):
         step = (p0 - p.detach()).double().numpy()
-        adam = foam.adam_direction(g, g * g)  # t = 1: m_hat = g, v_hat = g^2
+        adam = method.adam_direction(g, g * g)  # t = 1: m_hat = g, v_hat = g^2
         assert np.linalg.norm(step) == pytest.approx(1e-2 * np.linalg.norm(adam), rel=1e-4)
         if p.ndim == 2:  # the direction is Shampoo's, not Adam's
             blk = opt.blocks[k]
@@ -138,30 +138,30 @@ def test_shampoo_weight_step_has_the_adam_step_norm():
 def test_proxy_matches_its_matrix_form_and_bounds_the_error_to_first_order():
     A = psd(5, m=8, rank=5)
     B = A + 1e-6 * psd(6, m=8, rank=2)
-    Q, d = foam.eigendecompose(A)
+    Q, d = method.eigendecompose(A)
     eps, p = 1e-3, 2
-    h, rc, alpha = foam.foam_proxy(Q, d, B, eps, p)
-    W = foam.damped_inverse_root(A, eps, 2)  # L_hat^{-1/2}
+    h, rc, alpha = method.foam_proxy(Q, d, B, eps, p)
+    W = method.damped_inverse_root(A, eps, 2)  # L_hat^{-1/2}
     assert rc == pytest.approx(np.linalg.norm(W @ (B - A) @ W), rel=1e-8)
-    root = foam.damped_inverse_root(A, eps, p)
+    root = method.damped_inverse_root(A, eps, p)
     assert alpha == pytest.approx(np.linalg.norm(root, 2) / np.linalg.norm(root), rel=1e-8)
     assert h == pytest.approx(alpha * rc / p)
-    true = foam.true_root_error(B, Q, d, eps, p)
+    true = theory.true_root_error(B, Q, d, eps, p)
     assert 0.3 * h < true <= 1.01 * h
     # no drift: no error
-    assert foam.foam_proxy(Q, d, A, eps, p)[0] == pytest.approx(0.0, abs=1e-9)
+    assert method.foam_proxy(Q, d, A, eps, p)[0] == pytest.approx(0.0, abs=1e-9)
 
 
 def test_sensitivity_bound_holds_and_is_tight_on_a_shared_null_direction():
     rng = np.random.default_rng(7)
     for eps in (1e-1, 1e-2, 1e-3):
-        bound = foam.root_sensitivity_bound(eps, 2)
+        bound = theory.root_sensitivity_bound(eps, 2)
         assert bound == pytest.approx(0.5 * eps**-1.5)
-        A, B = foam.sensitivity_pair(rng, 6, 1e-9, shared_null=True)
-        assert foam.root_sensitivity(A, B, eps, 2) == pytest.approx(bound, rel=1e-3)
-        A, B = foam.sensitivity_pair(rng, 6, 1e-4, shared_null=False)
-        assert foam.root_sensitivity(A, B, eps, 2) <= bound
-    assert np.allclose(foam.root_sensitivity_bound(np.array([1.0, 0.01]), 4), [0.25, 0.25 * 0.01**-1.25])
+        A, B = theory.sensitivity_pair(rng, 6, 1e-9, shared_null=True)
+        assert theory.root_sensitivity(A, B, eps, 2) == pytest.approx(bound, rel=1e-3)
+        A, B = theory.sensitivity_pair(rng, 6, 1e-4, shared_null=False)
+        assert theory.root_sensitivity(A, B, eps, 2) <= bound
+    assert np.allclose(theory.root_sensitivity_bound(np.array([1.0, 0.01]), 4), [0.25, 0.25 * 0.01**-1.25])
 
 
 def test_controller_floor_cap_and_refresh_rule():
@@ -170,29 +170,29 @@ def test_controller_floor_cap_and_refresh_rule():
     eps = eps0
     for h in np.exp(rng.normal(0.0, 1.5, size=500)):
         want = eps * h / tau
-        new, refresh = foam.controller_step(eps, h, eps0, eps_max, tau)
+        new, refresh = method.controller_step(eps, h, eps0, eps_max, tau)
         assert refresh == (max(eps0, want) > eps_max)
         assert new == (eps0 if refresh else max(eps0, want))
         assert eps0 <= new <= eps_max
         eps = new
     # constant h > tau: a refresh every refresh_interval checks, the saw-tooth
     h = 2.0
-    k = foam.refresh_interval(h, tau, eps0, eps_max)
+    k = theory.refresh_interval(h, tau, eps0, eps_max)
     assert k == math.floor(math.log(300) / math.log(h / tau)) + 1 == 6
-    tr = foam.controller_trace(np.full(30, h), eps0, eps_max, tau)
+    tr = theory.controller_trace(np.full(30, h), eps0, eps_max, tau)
     assert np.array_equal(np.flatnonzero(tr["refresh"]) + 1, np.arange(k, 31, k))
     assert tr["eps"].min() >= eps0 and tr["eps"].max() <= eps_max
-    assert foam.refresh_interval(0.5, tau) == math.inf
-    assert foam.controller_trace(np.full(10, 0.5))["refreshes"] == 0
+    assert theory.refresh_interval(0.5, tau) == math.inf
+    assert theory.controller_trace(np.full(10, 0.5))["refreshes"] == 0
 
 
 def test_policy_names():
-    assert foam.policy("stale_f30") == foam.Policy("stale", f=30)
-    assert foam.policy("foam") == foam.Policy("foam", f=10, tau=0.75, eps0=1e-12, eps_max=3e-10, p=2)
-    assert foam.policy("foam_f20").f == 20
-    assert foam.config_label("foam_no_refresh") == "FOAM w/o refresh"
+    assert method.policy("stale_f30") == method.Policy("stale", f=30)
+    assert method.policy("foam") == method.Policy("foam", f=10, tau=0.75, eps0=1e-12, eps_max=3e-10, p=2)
+    assert method.policy("foam_f20").f == 20
+    assert method.config_label("foam_no_refresh") == "FOAM w/o refresh"
     with pytest.raises(ValueError):
-        foam.policy("soap")
+        method.policy("soap")
 
 
 @pytest.mark.parametrize("f", [1, 3, 10])
@@ -200,17 +200,17 @@ def test_stale_evd_count_and_no_proxy(monkeypatch, f):
     def boom(*a, **k):
         raise AssertionError("the stale baseline must not compute the proxy")
 
-    monkeypatch.setattr(foam, "foam_proxy", boom)
+    monkeypatch.setattr(method, "foam_proxy", boom)
     res = small_run(f"stale_f{f}", steps=25)
     per_factor = 25 if f == 1 else 1 + 25 // f  # step 1 and every t % f == 0
-    assert foam.stale_evd_count(25, f) == per_factor
+    assert method.stale_evd_count(25, f) == per_factor
     assert set(res.evds_by_factor.values()) == {per_factor}
     assert res.evds == 12 * per_factor and res.checks == 0
-    assert foam.stale_evd_count(1000, 10) * 12 == 1212
+    assert method.stale_evd_count(1000, 10) * 12 == 1212
 
 
 def test_foam_reuse_branch_changes_only_eps_and_cap_triggers_refresh():
-    opt = foam.ShampooOptimizer(foam.autoencoder(0), foam.policy("foam"), lr=1e-3)
+    opt = method.ShampooOptimizer(task.autoencoder(0), method.policy("foam"), lr=1e-3)
     fac = opt.blocks[2].L  # 16 x 16
     def c2(t):  # the bias correction 1 - beta2^t that _maintain divides by
         return 1 - 0.99**t
@@ -222,19 +222,19 @@ def test_foam_reuse_branch_changes_only_eps_and_cap_triggers_refresh():
     Q, d = fac.Q, fac.d
     Q0, d0 = Q.copy(), d.copy()
     fac.rebuild(1e-3)  # pretend the damping had grown (a loose cap for this test)
-    opt.policy = foam.Policy("foam", eps0=1e-12, eps_max=1.0)
+    opt.policy = method.Policy("foam", eps0=1e-12, eps_max=1.0)
     F_bar = S + 1e-4 * psd(10, m=16, rank=2)
     fac.stat = F_bar * c2(10)
-    h = foam.foam_proxy(Q, d, F_bar, 1e-3, 2)[0]
+    h = method.foam_proxy(Q, d, F_bar, 1e-3, 2)[0]
     opt._maintain(fac, 10)  # a check in the reuse branch
     assert fac.evds == 1 and opt.checks == 1
     assert fac.Q is Q and fac.d is d and np.array_equal(Q, Q0) and np.array_equal(d, d0)
     assert fac.eps == pytest.approx(max(1e-12, 1e-3 * h / 0.75))
-    assert np.allclose(fac.root, foam.inverse_root_from_eig(Q0, d0, fac.eps, 2))
+    assert np.allclose(fac.root, method.inverse_root_from_eig(Q0, d0, fac.eps, 2))
     # large drift: the next eps would exceed the cap -> fresh EVD and eps0
     F_bar = S + 10.0 * psd(11, m=16, rank=3)
     fac.stat = F_bar * c2(20)
-    h = foam.foam_proxy(fac.Q, fac.d, F_bar, fac.eps, 2)[0]
+    h = method.foam_proxy(fac.Q, fac.d, F_bar, fac.eps, 2)[0]
     assert fac.eps * h / 0.75 > 1.0
     opt._maintain(fac, 20)
     assert fac.evds == 2 and fac.eps == 1e-12
@@ -275,7 +275,7 @@ def test_training_is_deterministic_and_learns():
 
 
 def test_proxy_vs_true_error_simulation():
-    r = foam.proxy_vs_true_error(np.random.default_rng(0), m=12, warmup=100, horizon=20)
+    r = theory.proxy_vs_true_error(np.random.default_rng(0), m=12, warmup=100, horizon=20)
     assert r["k"].shape == r["true"].shape == r["h"].shape == (20,)
     assert np.all(r["true"] > 0) and np.all(r["h"] > 0)
     assert r["h"][-5:].mean() > r["h"][:3].mean()  # drift grows with k
@@ -308,7 +308,7 @@ def synthetic_rows_traces():
 
 def test_claim_values_on_a_synthetic_case():
     rows, traces = synthetic_rows_traces()
-    v = foam.claim_values(rows, traces)
+    v = experiment.claim_values(rows, traces)
     chapter = load_chapter("foam")
     assert set(v[0]) == {c["id"] for c in chapter["claims"]}
     assert v[0]["c1a_foam_vs_f10_loss"] == pytest.approx(0.9)
@@ -321,16 +321,16 @@ def test_claim_values_on_a_synthetic_case():
     # a DataFrame works too; a missing configuration gives NaN
     import pandas as pd
 
-    v2 = foam.claim_values(pd.DataFrame([r for r in rows if r["config"] != "stale_f50"]),
-                           {"curves": pd.DataFrame(traces["curves"])})
+    v2 = experiment.claim_values(pd.DataFrame([r for r in rows if r["config"] != "stale_f50"]),
+                                 {"curves": pd.DataFrame(traces["curves"])})
     assert math.isnan(v2[0]["c2_adaptive_vs_f50"]) and v2[0]["c1a_foam_vs_f10_loss"] == pytest.approx(0.9)
 
 
 def test_profiles_and_a_tiny_experiment():
     claim_configs = {"stale_f10", "stale_f50", "foam", "foam_no_refresh"}
-    for name, prof in foam.EXPERIMENT_PROFILES.items():
+    for name, prof in experiment.EXPERIMENT_PROFILES.items():
         for c in prof["configs"] + prof["side_configs"]:
-            foam.policy(c)
+            method.policy(c)
         if name != "smoke":
             assert claim_configs <= set(prof["configs"]) and prof["steps"] == 1000
             assert prof["tune_seed"] not in prof["seeds"]
@@ -338,7 +338,7 @@ def test_profiles_and_a_tiny_experiment():
                           tune_steps=10, tune_seed=100, eval_every=5,
                           configs=["stale_f10", "foam", "adam"], side_configs=["stale_f1"], side_steps=6)
     torch.set_num_threads(2)
-    rows, traces = foam.run_experiment(cfg)
+    rows, traces = experiment.run_experiment(cfg)
     assert torch.get_num_threads() == 2  # restored on exit
     assert [(r["seed"], r["config"]) for r in rows] == [(s, c) for s in (0, 1) for c in cfg.configs]
     assert set(traces["lr"]) == {"stale_f10", "foam", "adam", "stale_f1"}
@@ -350,21 +350,21 @@ def test_profiles_and_a_tiny_experiment():
     assert {e["config"] for e in traces["controller"]} == {"foam"}
     foam_curve = [r for r in traces["curves"] if r["seed"] == 0 and r["config"] == "foam"]
     assert [r["step"] for r in foam_curve] == [0, 5, 10, 15, 20]
-    v = foam.claim_values(rows, traces)
+    v = experiment.claim_values(rows, traces)
     assert set(v) == {0, 1} and v[0]["c1b_foam_vs_f10_evds"] <= 1.0
 
 
 def test_graders_accept_the_reference_and_reject_wrong_answers():
-    foam.check_damped_inverse_root(foam.damped_inverse_root)
-    foam.check_controller_step(foam.controller_step)
+    exercises.check_damped_inverse_root(method.damped_inverse_root)
+    exercises.check_controller_step(method.controller_step)
     with pytest.raises(AssertionError):  # counts the damping twice
-        foam.check_damped_inverse_root(lambda A, eps, p: foam.damped_inverse_root(A + eps * np.eye(len(A)), eps, p))
+        exercises.check_damped_inverse_root(lambda A, eps, p: method.damped_inverse_root(A + eps * np.eye(len(A)), eps, p))
     with pytest.raises(AssertionError):  # exponent -1/(2p)
-        foam.check_damped_inverse_root(lambda A, eps, p: foam.damped_inverse_root(A, eps, 2 * p))
+        exercises.check_damped_inverse_root(lambda A, eps, p: method.damped_inverse_root(A, eps, 2 * p))
     with pytest.raises(AssertionError):  # no floor
-        foam.check_controller_step(
+        exercises.check_controller_step(
             lambda eps, h, eps0, eps_max, tau: (eps * h / tau, eps * h / tau > eps_max)
             if eps * h / tau <= eps_max else (eps0, True))
     with pytest.raises(AssertionError):  # refresh but keeps the grown eps
-        foam.check_controller_step(
+        exercises.check_controller_step(
             lambda eps, h, eps0, eps_max, tau: (max(eps0, eps * h / tau), max(eps0, eps * h / tau) > eps_max))

@@ -1,0 +1,94 @@
+"""PrefixRL: on-policy RL on hard problems, started from prefixes of correct off-policy traces, at
+CPU scale.
+
+Paper: Setlur, Wang, Cohen, Rashidinejad, Xie, "Reuse your FLOPs: Scaling RL on Hard Problems by
+Conditioning on Very Off-Policy Prefixes" (ICML 2026, arXiv 2601.18795). No official code; only the
+abstract and third-party summaries could be read (digest ``/work/shared/papers/prefixrl.md``). The
+loop: take a correct trace y^x of problem x, build the prefixed problem x + y^x_{1:h}, run
+on-policy RL on the *completion only* (the prefix is part of the prompt: no gradient on it, no
+importance weights), evaluate on the unprefixed problems. Objective (book notation)
+
+    J_pre(pi) = E_x E_{h ~ rho} E_{y' ~ pi(. | x, y^x_{1:h})} r(x, y^x_{1:h} + y').
+
+Modules (torch for the model, numpy for the theory):
+
+* :mod:`.method`: PrefixRL's own pieces: the prefix length of each RL step (``draw_prefix_len``:
+  h ~ U{floor(L/2), ..., L-2} for PrefixRL, h = 0 for GRPO and SFT-then-RL) and the on-policy update
+  on the completion only (``rl_step``: group advantages and the policy-gradient loss of
+  :mod:`replib.rl`, one optimiser step), which receives the task's rollout function from its caller.
+* :mod:`.task`: the chain task (the digest's "modular chains" with another step rule, see the
+  fidelity notes): ``BOS``, ``SEP``, ``VOCAB``, ``PROMPT_LEN``, ``N_PROBLEMS``, ``STEP_TABLE``,
+  ``NO_EOS``, ``step_rule``, ``all_problems``, ``split_problems``, ``correct_traces``,
+  ``noisy_traces``, ``prompts``, ``sequences``, ``noise_floor``; the base model ``train_base`` (the
+  shared tiny GPT-2 of :mod:`replib.models.causal_lm`, trained on noisy traces); exact evaluation
+  (no sampling noise): ``correct_step_probs``, ``pass_at_1``, ``step_accuracy``, ``prefix_curve``,
+  ``trace_cost_tokens``; the prefixed problems x + y^x_{1:h} (``prefixed_prompts``) and the
+  rollouts with their rewards (``rollouts``).
+* :mod:`.experiment`: ``METHODS``, ``sft`` (imitation of the correct traces, the SFT-then-RL
+  baseline), ``train_method`` (the RL loop of PrefixRL, standard GRPO and SFT-then-RL, digest "What
+  to implement"), ``EXPERIMENT_PROFILES``, ``run_seed``, ``run_experiment``, ``claim_values``.
+* :mod:`.theory`: the theory notebook's "combination lock": ``group_signal_probability``,
+  ``lock_success``, ``softmax_pg_lock``, ``tree_consistency``, ``prefix_only_pg``,
+  ``back_generalization_check``, ``consistency_check``.
+* :mod:`.exercises`: the exercise graders ``check_group_advantages`` and
+  ``check_group_signal_probability``.
+
+(No ``baselines`` module: GRPO is PrefixRL with h = 0, and SFT-then-RL adds the few lines of
+``experiment.sft``.)
+
+Conventions. A problem is x = (v0, d0, d1), three digits; there are exactly 1000. The correct
+response is y_t = f(y_{t-1}, d_{t mod 2}) for t = 1..L with y_0 = v0 (so y_1 uses d1, y_2 uses d0,
+...), where f is a fixed operation table on the digits (:data:`STEP_TABLE`). Token ids: digits 0-9 are ids 0-9, ``BOS`` = 10, ``SEP`` = 11. A sequence is
+``[BOS, v0, d0, d1, SEP, y_1 .. y_L]`` (prompt length 5, no end token: every response has exactly L
+tokens). Reward 1 iff all L response tokens are correct (a non-digit token is simply wrong).
+Positions t are 1-based in the text and in the data frames (``position`` 1..L), 0-based in arrays.
+
+Fidelity notes (the paper's RL algorithm, prefix schedule, models and data are unknown; everything
+below is the digest's proposal or ours):
+
+* The step rule. The digest proposes f(a, d) = (a + d) mod 10. Before any claim was measured, the
+  base model could not learn it: the tiny GPT-2 stayed at exactly ln 10 nats per step (uniform
+  guessing) for 2,500 steps, at larger width and learning rate too, and at ln 5 even without noise.
+  Modular addition is a parity-like target: given either operand alone the next digit is uniform,
+  so gradient descent sees no partial signal and sits on a long plateau. We use instead a fixed
+  random operation table (``STEP_TABLE``, drawn once from seed 2026), which keeps what the chapter
+  needs (one per-step rule shared by all positions, exactly one correct trace per problem,
+  per-step accuracy set by the noise) and is learnable: 600 steps reach 0.007 nats above the
+  noise floor with per-step accuracy about 0.6.
+
+* Off-policy traces are *oracle* traces (the generator program; the digest's "starved" regime, a
+  different "model family"). Their cost is reported analytically, as if they were found by
+  rejection sampling the base model: L / p_x expected sampled tokens for problem x with exact
+  pass@1 p_x (:func:`.task.trace_cost_tokens`); it is *not* added to the RL token counts.
+* The base model is the tiny GPT-2 pretrained on noisy traces of all 1000 problems (each step
+  replaced by a uniformly random other digit with probability eps, later steps continuing from the
+  corrupted value), so its ideal conditional is p(correct next | history) = 1 - eps and its pass@1
+  about (1 - eps)^L. The loss is on response tokens only. The GPT-2 config's pad/eos ids (SEP/BOS)
+  are never used: training and scoring need neither, and :func:`.task.rollouts` calls the sampler with
+  ``eos_id=-1`` (no token equals it), so every completion has exactly L - h tokens.
+* RL update: one on-policy Adam step per batch (lr ``rl_lr``, no schedule, no KL, no clipping:
+  with a single update on fresh samples the clipped surrogate has the REINFORCE gradient), loss
+  -mean(A * log pi(completion | prefixed prompt)) over the B*G sequences, A the group-relative
+  advantage. Adam is stepped even when every advantage is 0 (standard practice); with no earlier
+  signal this leaves the weights unchanged, after signal Adam's momentum still moves them.
+* PrefixRL draws one h ~ U{floor(L/2), ..., L-2} per step (digest proposal) and trains on prefixed
+  problems only (no unprefixed problems mixed in: the back-generalization setting). GRPO uses
+  h = 0. SFT-then-RL first runs ``sft_epochs`` full-batch steps of :func:`replib.models.causal_lm.train_lm` (AdamW, warmup 1,
+  cosine decay) on the correct traces of all training problems, then the same GRPO. The digest
+  proposed 20 steps at lr 1e-3; that leaves SFT far from converged (per-step accuracy 0.78 on the
+  traces it imitates), so after the first book run we train it to convergence instead: 100 steps at
+  lr 3e-3 (trace loss 0.02, per-step accuracy 0.97 on held-out problems; chosen from SFT's own loss
+  and accuracy). The comparison with SFT-then-RL is not a judged claim.
+* Streams: every method of a seed starts from a deep copy of the same base model and sees the same
+  problem stream (B distinct training problems per step, numpy generator seeded by the seed only);
+  the rollout sampler (torch generator) and PrefixRL's h stream are seeded per (seed, method).
+  Each seed uses its own train/held-out split (:func:`.task.split_problems` with the seed).
+* Evaluation is exact: with a unique correct response, pass@1 = prod_t p(y_t | x, y_<t) under
+  teacher forcing (one forward pass), averaged over problems. Evaluations at step 0, every
+  ``eval_every`` steps and at the end; "tokens" counts the completion tokens sampled during RL.
+* Threads: :func:`.experiment.run_seed` runs on one thread with torch's deterministic algorithms
+  (:func:`replib.core.runtime.compute_threads`), so a seed gives the same numbers on every run.
+* Claim conventions (:func:`.experiment.claim_values`): m1 is nan when SFT-then-RL's final pass@1 is 0; m2 is
+  nan when either method never reaches the level, or when either already reaches it at step 0 (a
+  speed is undefined there); claims needing a method missing from ``methods`` are nan.
+"""
