@@ -80,3 +80,15 @@ def test_compute_threads_sets_and_restores():
     with compute_threads(1):
         assert torch.get_num_threads() == 1 and torch.are_deterministic_algorithms_enabled()
     assert torch.get_num_threads() == before
+
+
+def test_every_package_of_lib_is_installed_by_pyproject():
+    """A wheel (what Colab installs) contains only the packages pyproject.toml lists."""
+    tomllib = pytest.importorskip("tomllib")
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    listed = set(tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    lib = root / "lib"
+    found = {".".join(p.parent.relative_to(lib).parts) for p in lib.rglob("__init__.py")}
+    assert found <= listed, f"add to pyproject.toml's packages: {sorted(found - listed)}"

@@ -9,7 +9,13 @@ import pytest
 
 from replib.core.ledger import Ledger, _jsonable, clears, summarise, validate_claims
 from replib.core.paths import chapter_slugs, load_chapter
-from replib.core.results import FIGURE, committed_results, headline_verdict, scoreboard_markdown, stale_results
+from replib.core.results import (
+    FIGURE,
+    committed_results,
+    headline_verdict,
+    scoreboard_markdown,
+    stale_results,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = committed_results()
