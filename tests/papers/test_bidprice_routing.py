@@ -326,3 +326,104 @@ def test_exercise_graders_accept_reference_and_reject_wrong(capsys):
         exercises.check_kv_ramp(lambda s, o_hat, tau, T: s + np.arange(o_hat))  # off by one, no truncation
     with pytest.raises(AssertionError):
         exercises.check_price_step(lambda p, a, x, d, eta: p + eta * (a * x - d))  # no projection
+
+
+def _claim_rows():
+    """Hand-made rows of :func:`experiment.run_experiment`, two seeds with different numbers. The
+    best heuristic differs per metric (mean E2E, P99 E2E, mean TTFT), the central ablations beat
+    every heuristic (so they must not count as one), and the OLP variants that a claim does not use
+    carry numbers that would change its value if they were swapped in."""
+    keys = ("mean_e2e", "p99_e2e", "mean_ttft", "p99_ttft", "ttft_le_20", "preemptions", "ms_per_epoch")
+    table = {
+        0: {
+            "round_robin": (200, 900, 30, 90, 0.40, 50, float("nan")),
+            "random": (180, 950, 20, 95, 0.45, 60, float("nan")),
+            "lor": (150, 820, 25, 85, 0.50, 40, float("nan")),
+            "p2c": (160, 800, 40, 99, 0.42, 45, float("nan")),
+            "central_fcfs": (100, 700, 5, 30, 0.90, 0, 0.2),
+            "central_sjf": (125, 710, 6, 35, 0.85, 0, 0.3),
+            "olp beta": (120, 840, 8, 50, 0.70, 0, 1.5),
+            "olp alpha": (160, 880, 12, 45, 0.60, 0, 1.4),
+            "olp gamma": (130, 860, 9, 40, 0.72, 0, 1.6),
+            "olp beta + tail": (140, 870, 7, 42, 0.76, 0, 1.7),
+            "olp beta noisy": (135, 990, 10, 60, 0.65, 7, 1.8),
+        },
+        1: {
+            "round_robin": (300, 1000, 50, 150, 0.30, 80, float("nan")),
+            "random": (240, 1200, 45, 140, 0.35, 90, float("nan")),
+            "lor": (260, 1100, 36, 130, 0.38, 70, float("nan")),
+            "p2c": (250, 1050, 60, 160, 0.33, 75, float("nan")),
+            "central_fcfs": (150, 800, 10, 50, 0.80, 0, 0.2),
+            "central_sjf": (200, 900, 12, 60, 0.75, 0, 0.3),
+            "olp beta": (216, 1100, 27, 80, 0.50, 3, 2.25),
+            "olp alpha": (270, 1150, 30, 90, 0.40, 0, 2.0),
+            "olp gamma": (230, 1120, 28, 100, 0.52, 0, 2.1),
+            "olp beta + tail": (220, 1130, 26, 70, 0.45, 0, 2.2),
+            "olp beta noisy": (264, 1300, 33, 120, 0.44, 9, 2.4),
+        },
+    }
+    policy = {v[0]: v[1] for v in experiment.VARIANTS}
+    return [
+        dict(seed=seed, variant=variant, policy=policy[variant], **dict(zip(keys, values)))
+        for seed, variants in table.items()
+        for variant, values in variants.items()
+    ]
+
+
+def test_claim_values_hand_computed():
+    from pathlib import Path
+
+    import pandas as pd
+    import yaml
+
+    rows = _claim_rows()
+    assert {r["variant"] for r in rows} == {v[0] for v in experiment.VARIANTS}
+    want = {
+        # seed 0: best heuristic mean E2E 150 (lor), P99 E2E 800 (p2c), mean TTFT 20 (random)
+        0: {
+            "c1a_mean_e2e": 120 / 150,
+            "c1b_p99_e2e": 840 / 800,
+            "c2a_mean_ttft": 8 / 20,
+            "c2b_preemptions": 0.0,
+            "c3a_steer_e2e": 120 / 160,
+            "c3b_steer_ttft": 40 / 50,
+            "c4a_tail_weight": 0.76 - 0.70,
+            "c4b_noisy_e2e": 135 / 150,
+            "c5_prices_vs_sjf": 120 / 125,
+            "m1_decision_ms": 1.5,
+        },
+        # seed 1: best heuristic mean E2E 240 (random), P99 E2E 1000 (round robin), mean TTFT 36 (lor)
+        1: {
+            "c1a_mean_e2e": 216 / 240,
+            "c1b_p99_e2e": 1100 / 1000,
+            "c2a_mean_ttft": 27 / 36,
+            "c2b_preemptions": 3.0,
+            "c3a_steer_e2e": 216 / 270,
+            "c3b_steer_ttft": 100 / 80,
+            "c4a_tail_weight": 0.45 - 0.50,
+            "c4b_noisy_e2e": 264 / 240,
+            "c5_prices_vs_sjf": 216 / 200,
+            "m1_decision_ms": 2.25,
+        },
+    }
+    chapter = Path(__file__).resolve().parents[2] / "notebooks/bidprice_routing/chapter.yml"
+    ids = {c["id"] for c in yaml.safe_load(chapter.read_text())["claims"]}
+    for got in (experiment.claim_values(rows), experiment.claim_values(pd.DataFrame(rows))):
+        assert set(got) == {0, 1}
+        for seed in (0, 1):
+            assert set(got[seed]) == ids
+            for claim, value in want[seed].items():
+                assert got[seed][claim] == pytest.approx(value, rel=1e-12, abs=1e-12), (seed, claim)
+
+
+def test_claim_ratio_zero_denominator():
+    # a heuristic with zero mean TTFT (light load): inf for a / 0, NaN for 0 / 0
+    rows = [r for r in _claim_rows() if r["seed"] == 0]
+    for r in rows:
+        if r["variant"] == "lor":
+            r["mean_ttft"] = 0.0
+    assert experiment.claim_values(rows)[0]["c2a_mean_ttft"] == float("inf")
+    for r in rows:
+        if r["variant"] == "olp beta":
+            r["mean_ttft"] = 0.0
+    assert np.isnan(experiment.claim_values(rows)[0]["c2a_mean_ttft"])

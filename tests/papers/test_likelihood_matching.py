@@ -233,7 +233,8 @@ def test_nll_bound_exact_gaussian_is_near_true_nll():
 
 def test_network_heads_and_psd_covariance():
     net = method.LMNet(rank=1, seed=0)
-    out = net(torch.randn(7, 2), torch.rand(7))
+    gen = torch.Generator().manual_seed(0)
+    out = net(torch.randn(7, 2, generator=gen), torch.rand(7, generator=gen))
     assert out["eps"].shape == (7, 2) and out["lam"].shape == (7, 2) and out["L"].shape == (7, 2, 1)
     t = torch.full((7,), 0.3, dtype=torch.float64)
     D, W, kappa = method.covariance_factors(out["lam"], out["L"], t, t - 0.1)
@@ -258,9 +259,19 @@ def test_dsm_training_learns_the_score():
     assert he["score_mse"] < 0.3 * untrained["score_mse"]
 
 
+def test_smoke_profile_has_every_claims_methods_and_grid_points():
+    # c1: LM, B1, B2 at N = 10; c2: LM, B1, B3 at N = 20; c3: LM, B2 at N = 200; c4: LM at t = 0.3
+    smoke = experiment.EXPERIMENT_PROFILES["smoke"]
+    assert {"LM", "B1", "B2", "B3"} <= set(smoke["methods"])
+    assert {10, 20, 200} <= set(smoke["n_steps_grid"])
+    assert 0.3 in smoke["hess_ts"]
+
+
 def test_run_experiment_smoke_and_determinism():
+    # the smoke profile, cut down: a short grid without the claims' N = 20 and 200 (c2, c3 NaN)
     cfg = SimpleNamespace(**{**experiment.EXPERIMENT_PROFILES["smoke"], "train_steps": 20, "n_samples": 100,
-                             "n_nll": 50, "n_hess": 50, "methods": ["LM", "B1", "B2", "B3", "B4"]})
+                             "n_nll": 50, "n_hess": 50, "n_steps_grid": [5, 10],
+                             "methods": ["LM", "B1", "B2", "B3", "B4"]})
     rows, ex = experiment.run_experiment(cfg)
     rows2, _ = experiment.run_experiment(cfg)
     samp = [r for r in rows if r["kind"] == "sampling"]
@@ -276,22 +287,87 @@ def test_run_experiment_smoke_and_determinism():
     assert np.isfinite(cv[0]["c1_few_steps_sw2"]) and np.isfinite(cv[0]["c4_hessian_learned"])
 
 
-def test_claim_values_synthetic():
-    rows = []
-    for m, sw10, sw200, nll20 in [("LM", 0.1, 0.105, 1.0), ("B1", 0.2, 0.11, 1.2), ("B2", 0.25, 0.1, 1.5),
-                                  ("B3", 0.3, 0.2, 1.1)]:
-        rows += [dict(kind="sampling", seed=0, method=m, n_steps=10, sw2=sw10, nll=2.0),
-                 dict(kind="sampling", seed=0, method=m, n_steps=20, sw2=0.5, nll=nll20),
-                 dict(kind="sampling", seed=0, method=m, n_steps=200, sw2=sw200, nll=0.5)]
-    rows.append(dict(kind="hessian", seed=0, method="LM", t=0.3, rel_error=0.2, score_mse=0.1))
-    rows.append(dict(kind="hessian", seed=0, method="LM", t=0.1, rel_error=0.9, score_mse=0.1))
-    cv = experiment.claim_values(rows)[0]
-    assert cv["c1_few_steps_sw2"] == pytest.approx(0.5)
-    assert cv["c2_nll_bound"] == pytest.approx(0.1)
-    assert cv["c3_convergence"] == pytest.approx(0.05)
-    assert cv["c4_hessian_learned"] == pytest.approx(0.2)
-    cv2 = experiment.claim_values([r for r in rows if r.get("method") != "B2"])[0]
-    assert math.isnan(cv2["c1_few_steps_sw2"]) and math.isnan(cv2["c3_convergence"])
+def _claim_rows():
+    """Hand-made rows of :func:`experiment.run_experiment`, two seeds with different numbers. Every
+    method has its own value at every N, so a wrong method or a wrong N changes a claim's value: at
+    N = 10 B3 is the best baseline (c1 must ignore it), at N = 20 B2 has the lowest NLL bound (c2 must
+    ignore it), at N = 200 B1 differs from B2 (c3's baseline); c2 is positive on seed 0 and negative
+    on seed 1, and LM is above B2 at N = 200 on seed 0 and below it on seed 1 (the absolute value)."""
+    # (seed, method): {N: (sw2, nll)}
+    table = {
+        (0, "LM"): {5: (0.50, 3.0), 10: (0.12, 1.9), 20: (0.30, 1.00), 200: (0.11, 0.50)},
+        (0, "B1"): {5: (0.60, 3.1), 10: (0.20, 2.0), 20: (0.25, 1.20), 200: (0.13, 0.55)},
+        (0, "B2"): {5: (0.70, 3.2), 10: (0.24, 2.1), 20: (0.22, 0.80), 200: (0.10, 0.52)},
+        (0, "B3"): {5: (0.40, 3.3), 10: (0.06, 2.2), 20: (0.35, 1.15), 200: (0.20, 0.60)},
+        (0, "LMsg"): {5: (0.45, 2.9), 10: (0.09, 1.8), 20: (0.28, 1.05), 200: (0.12, 0.48)},
+        (1, "LM"): {5: (0.55, 3.5), 10: (0.30, 2.5), 20: (0.40, 1.60), 200: (0.16, 0.70)},
+        (1, "B1"): {5: (0.65, 3.6), 10: (0.40, 2.6), 20: (0.45, 1.50), 200: (0.18, 0.75)},
+        (1, "B2"): {5: (0.75, 3.7), 10: (0.25, 2.7), 20: (0.50, 1.20), 200: (0.20, 0.72)},
+        (1, "B3"): {5: (0.35, 3.8), 10: (0.10, 2.8), 20: (0.60, 1.45), 200: (0.30, 0.80)},
+        (1, "LMsg"): {5: (0.50, 3.4), 10: (0.20, 2.4), 20: (0.42, 1.30), 200: (0.26, 0.69)},
+    }
+    rows = [dict(kind="sampling", seed=seed, method=m, n_steps=n, sw2=sw2, nll=nll, sample_seconds=0.01)
+            for (seed, m), by_n in table.items() for n, (sw2, nll) in by_n.items()]
+    # (seed, method): {t: rel_error}; NaN for the methods whose covariance heads are untrained
+    hess = {
+        (0, "LM"): {0.1: 0.90, 0.3: 0.20, 0.6: 0.15},
+        (0, "B1"): {0.1: math.nan, 0.3: math.nan, 0.6: math.nan},
+        (0, "B4"): {0.1: 0.95, 0.3: 0.50, 0.6: 0.40},
+        (0, "LMsg"): {0.1: 0.80, 0.3: 0.25, 0.6: 0.12},
+        (1, "LM"): {0.1: 0.70, 0.3: 0.40, 0.6: 0.30},
+        (1, "B1"): {0.1: math.nan, 0.3: math.nan, 0.6: math.nan},
+        (1, "B4"): {0.1: 0.85, 0.3: 0.60, 0.6: 0.45},
+        (1, "LMsg"): {0.1: 0.75, 0.3: 0.33, 0.6: 0.20},
+    }
+    rows += [dict(kind="hessian", seed=seed, method=m, t=t, rel_error=e, score_mse=0.1)
+             for (seed, m), by_t in hess.items() for t, e in by_t.items()]
+    return rows
+
+
+def test_claim_values_hand_computed():
+    from pathlib import Path
+
+    import pandas as pd
+    import yaml
+
+    rows = _claim_rows()
+    want = {
+        "LM": {
+            0: {"c1_few_steps_sw2": 0.12 / 0.20,  # min(B1, B2) at N = 10 is B1
+                "c2_nll_bound": 1.15 - 1.00,  # min(B1, B3) at N = 20 is B3
+                "c3_convergence": (0.11 - 0.10) / 0.10,
+                "c4_hessian_learned": 0.20},
+            1: {"c1_few_steps_sw2": 0.30 / 0.25,  # here B2
+                "c2_nll_bound": 1.45 - 1.60,  # B3 again; LM worse: negative
+                "c3_convergence": (0.20 - 0.16) / 0.20,  # LM below B2
+                "c4_hessian_learned": 0.40},
+        },
+        "LMsg": {  # method= replaces LM in every formula, the baselines stay
+            0: {"c1_few_steps_sw2": 0.09 / 0.20, "c2_nll_bound": 1.15 - 1.05,
+                "c3_convergence": (0.12 - 0.10) / 0.10, "c4_hessian_learned": 0.25},
+            1: {"c1_few_steps_sw2": 0.20 / 0.25, "c2_nll_bound": 1.45 - 1.30,
+                "c3_convergence": (0.26 - 0.20) / 0.20, "c4_hessian_learned": 0.33},
+        },
+    }
+    path = Path(__file__).resolve().parents[2] / "notebooks" / "likelihood_matching" / "chapter.yml"
+    ids = {c["id"] for c in yaml.safe_load(path.read_text())["claims"]}
+    for m, by_seed in want.items():
+        for got in (experiment.claim_values(rows, method=m), experiment.claim_values(pd.DataFrame(rows), method=m)):
+            assert list(got) == [0, 1]
+            for seed, values in by_seed.items():
+                assert set(got[seed]) == ids
+                for claim, value in values.items():
+                    assert got[seed][claim] == pytest.approx(value, rel=1e-12), (m, seed, claim)
+
+
+def test_claim_values_nan_where_a_method_or_grid_point_is_missing():
+    rows = _claim_rows()
+    cv = experiment.claim_values([r for r in rows if r["method"] != "B2"])[0]
+    assert math.isnan(cv["c1_few_steps_sw2"]) and math.isnan(cv["c3_convergence"])
+    assert cv["c2_nll_bound"] == pytest.approx(1.15 - 1.00)
+    cv = experiment.claim_values([r for r in rows if r.get("n_steps") not in (20, 200)])[0]
+    assert math.isnan(cv["c2_nll_bound"]) and math.isnan(cv["c3_convergence"])
+    assert cv["c1_few_steps_sw2"] == pytest.approx(0.6) and cv["c4_hessian_learned"] == pytest.approx(0.2)
 
 
 def test_claims_in_chapter_yml_are_computed():

@@ -49,8 +49,9 @@ METHOD_LABELS = {
 }
 
 EXPERIMENT_PROFILES = {
+    # N = 20 and 200 are the grid points of claims c2 and c3 (N = 10 is c1's)
     "smoke": dict(seeds=[0], train_steps=150, batch_size=256, lr=2e-3, n_samples=500, n_nll=200,
-                  n_steps_grid=[5, 10], methods=["LM", "B1", "B2", "B3"], rank=1,
+                  n_steps_grid=[5, 10, 20, 200], methods=["LM", "B1", "B2", "B3"], rank=1,
                   hess_ts=[0.1, 0.3, 0.6], n_hess=200, ellipse_t=0.3),
     "book": dict(seeds=[0, 1, 2], train_steps=1500, batch_size=256, lr=2e-3, n_samples=4000, n_nll=2000,
                  n_steps_grid=[5, 10, 20, 50, 200], methods=["LM", "B1", "B2", "B3", "B4", "LMsg"], rank=1,
