@@ -149,8 +149,9 @@ def test_observation_and_views():
 
 def test_policy_response_logprob_and_fixed_level():
     policy = task.make_policy(seed=3)
-    obs = torch.randn(5, 11)
-    views = torch.randn(5, 19)
+    gen = torch.Generator().manual_seed(0)
+    obs = torch.randn(5, 11, generator=gen)
+    views = torch.randn(5, 19, generator=gen)
     levels, actions = torch.tensor([0, 1, 2, 3, 0]), torch.tensor([1, 2, 3, 0, 0])
     lp = policy.response_logprob(obs, levels, views, actions)
     want = policy.level_logprobs(obs)[torch.arange(5), levels] + policy.action_logprobs(levels, views)[torch.arange(5), actions]
@@ -236,7 +237,8 @@ def test_build_batch_replaces_expanded_steps_by_weighted_variants():
 def test_kl_is_zero_when_policy_equals_reference_and_update_moves_towards_advantage():
     policy = task.make_policy(seed=2)
     reference = copy.deepcopy(policy)
-    obs, views = torch.randn(6, 11), torch.randn(6, 19)
+    gen = torch.Generator().manual_seed(0)
+    obs, views = torch.randn(6, 11, generator=gen), torch.randn(6, 19, generator=gen)
     levels, actions = torch.tensor([0, 1, 2, 3, 3, 0]), torch.tensor([0, 1, 2, 3, 1, 2])
     lp = policy.response_logprob(obs, levels, views, actions)
     assert torch.allclose(kl_k3(lp, reference.response_logprob(obs, levels, views, actions)), torch.zeros(6))
@@ -329,26 +331,55 @@ def test_pipeline_gives_every_declared_claim_and_is_deterministic(tiny_run):
 
 
 def test_claim_conventions_on_hand_made_results():
-    cfg = SimpleNamespace(seeds=[0])
+    """claim_values on two hand-made seeds, every claim against a hand-computed number. Decoys: earlier
+    iterations (listed after the final one), temperature 1.0, and the other methods (fixed level 1,
+    CoSFT), each with different numbers, so a wrong row, a swapped baseline, a flipped ratio or a sign
+    error fails."""
+    from replib import core
+
+    cfg = SimpleNamespace(seeds=[0, 1])
+    final = {  # per seed, method: success, cost per step, level at routine steps, level at recall + plan
+        0: {"copo": (0.60, 39.0, 1.2, 3.5), "grpo": (0.70, 45.0, 1.1, 3.0), "fixed_l4": (0.62, 130.0, 4.0, 4.0),
+            "grpo_scratch": (0.10, 60.0, 2.5, 2.5), "fixed_l1": (0.30, 8.0, 1.0, 1.0)},
+        1: {"copo": (0.80, 52.0, 1.4, 3.1), "grpo": (0.65, 40.0, 1.3, 2.0), "fixed_l4": (0.70, 130.0, 4.0, 4.0),
+            "grpo_scratch": (0.45, 70.0, 2.0, 2.2), "fixed_l1": (0.20, 8.0, 1.0, 1.0)},
+    }
     rows = []
-    for name, success, cost, lr, lh in [("copo", 0.6, 39.0, 1.2, 3.5), ("grpo", 0.7, 45.0, 1.1, 3.0),
-                                         ("fixed_l4", 0.62, 130.0, 4.0, 4.0), ("grpo_scratch", 0.1, 60.0, 2.5, 2.5)]:
-        for it, scale in [(0, 0.5), (10, 1.0)]:
-            for temperature, bump in [(0.4, 0.0), (1.0, -0.2)]:
-                rows.append(dict(seed=0, method=name, iteration=it, temperature=temperature,
-                                 success=scale * success + bump, cost_per_step=cost, level_routine=lr, level_hard=lh))
-    results = {"evals": pd.DataFrame(rows), "premise": pd.DataFrame([dict(seed=0, c1a=0.9, c1b=0.7)])}
-    v = experiment.claim_values(results, cfg)[0]
-    assert v["c1a_premise_hard_steps"] == 0.9 and v["c1b_premise_routine_steps"] == 0.7
-    assert v["c2a_cost_vs_always_think"] == pytest.approx(0.3)
-    assert v["c2b_success_vs_always_think"] == pytest.approx(-2.0)
-    assert v["c3_depth_tracks_difficulty"] == pytest.approx(2.3)
-    assert v["c4_copo_vs_grpo"] == pytest.approx(-10.0)
-    assert v["m1_copo_vs_grpo_from_scratch"] == pytest.approx(50.0)
+    for seed in (1, 0):
+        for name, (success, cost, lr, lh) in final[seed].items():
+            for it, temperature in [(10, 0.4), (10, 1.0), (0, 0.4), (5, 0.4), (0, 1.0)]:
+                d = 0.0 if (it, temperature) == (10, 0.4) else 0.1 + it / 100 + temperature / 10  # decoys differ
+                rows.append(dict(seed=seed, method=name, iteration=it, temperature=temperature, success=success - d,
+                                 cost_per_step=cost * (1 + d), level_routine=lr + d, level_hard=lh - d))
+        rows.append(dict(seed=seed, method="cosft", iteration=0, temperature=0.4, success=0.5, cost_per_step=50.0,
+                         level_routine=1.5, level_hard=3.3))
+    premise = pd.DataFrame([dict(seed=1, c1a=0.75, c1b=0.65, success=0.4), dict(seed=0, c1a=0.9, c1b=0.7, success=0.3)])
+    results = {"evals": pd.DataFrame(rows), "premise": premise}
+    values = experiment.claim_values(results, cfg)
+    expected = {
+        0: {"c1a_premise_hard_steps": 0.9, "c1b_premise_routine_steps": 0.7,
+            "c2a_cost_vs_always_think": 39.0 / 130.0,  # CoPO / fixed level 4
+            "c2b_success_vs_always_think": 100 * (0.60 - 0.62),  # CoPO - fixed level 4, points
+            "c3_depth_tracks_difficulty": 3.5 - 1.2,  # hard - routine levels, CoPO
+            "c4_copo_vs_grpo": 100 * (0.60 - 0.70),
+            "m1_copo_vs_grpo_from_scratch": 100 * (0.60 - 0.10)},
+        1: {"c1a_premise_hard_steps": 0.75, "c1b_premise_routine_steps": 0.65,
+            "c2a_cost_vs_always_think": 52.0 / 130.0,
+            "c2b_success_vs_always_think": 100 * (0.80 - 0.70),
+            "c3_depth_tracks_difficulty": 3.1 - 1.4,
+            "c4_copo_vs_grpo": 100 * (0.80 - 0.65),
+            "m1_copo_vs_grpo_from_scratch": 100 * (0.80 - 0.45)},
+    }
+    ids = {c["id"] for c in core.load_chapter("cogrouter")["claims"]}
+    assert set(values) == {0, 1}
+    for seed in (0, 1):
+        assert set(values[seed]) == ids == set(expected[seed])
+        for claim, value in expected[seed].items():
+            assert values[seed][claim] == pytest.approx(value), (seed, claim)
     results["evals"] = results["evals"][results["evals"].method != "fixed_l4"]
     v = experiment.claim_values(results, cfg)[0]
     assert math.isnan(v["c2a_cost_vs_always_think"]) and math.isnan(v["c2b_success_vs_always_think"])
-    assert not math.isnan(v["c4_copo_vs_grpo"])
+    assert v["c4_copo_vs_grpo"] == pytest.approx(-10.0)
 
 
 # ---- graders ----------------------------------------------------------------------------------

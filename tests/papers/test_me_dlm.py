@@ -164,6 +164,72 @@ def test_claim_ids_and_determinism():
     assert len(a["traces"]) > 0
 
 
+def _validity_rows(seed, mdlm, me, sub, drafts):
+    """Rows in the shape of ``evaluate``'s ``validity``: ``mdlm`` {S: validity}; ``me`` {(S, E): validity}
+    (full editing, E = 0 the draft); ``sub`` {E: validity} (substitution-only, 1-pass draft); ``drafts``
+    {S: (valid drafts, {E: broken})}."""
+    nan = float("nan")
+    rows = [{"seed": seed, "model": "mdlm", "draft_passes": S, "edit_passes": 0, "mode": "none",
+             "forward_passes": S, "validity": v, "distance": 1.0, "real_steps": nan} for S, v in mdlm.items()]
+    for (S, E), v in me.items():
+        row = {"seed": seed, "model": "me_dlm", "draft_passes": S, "edit_passes": E, "mode": "full" if E else "none",
+               "forward_passes": S + E, "validity": v, "distance": 1.0, "real_steps": nan}
+        if E:
+            row.update(real_steps=float(E), valid_drafts=drafts[S][0], broken=drafts[S][1][E])
+        rows.append(row)
+    for E, v in sub.items():
+        rows.append({"seed": seed, "model": "me_dlm", "draft_passes": 1, "edit_passes": E, "mode": "substitution",
+                     "forward_passes": 1 + E, "validity": v, "distance": 1.0, "real_steps": float(E),
+                     "valid_drafts": drafts[1][0], "broken": 0})
+    return rows
+
+
+def test_claim_values_from_hand_made_rows():
+    """claim_values on two hand-made seeds, every claim against a hand-computed number (decoys at the
+    neighbouring pass counts, edit counts and modes, so a wrong pick, a swapped baseline or a sign
+    error fails)."""
+    import pandas as pd
+
+    seed0 = _validity_rows(
+        0, mdlm={1: 10.0, 2: 20.0, 3: 35.0, 4: 45.0, 5: 55.0, 11: 85.0},
+        me={(1, 0): 12.0, (1, 1): 20.0, (1, 2): 41.0, (1, 4): 50.0, (3, 0): 40.0, (3, 1): 52.0, (3, 2): 63.0,
+            (3, 4): 70.0},
+        sub={1: 15.0, 2: 30.0, 4: 33.0},
+        drafts={1: (4, {1: 1, 2: 2, 4: 3}), 3: (10, {1: 0, 2: 1, 4: 2})})
+    seed1 = _validity_rows(
+        1, mdlm={1: 5.0, 2: 15.0, 3: 30.0, 4: 40.0, 5: 60.0, 11: 90.0},
+        me={(1, 0): 8.0, (1, 1): 18.0, (1, 2): 27.0, (1, 4): 33.0, (3, 0): 45.0, (3, 1): 50.0, (3, 2): 58.0,
+            (3, 4): 61.0},
+        sub={1: 10.0, 2: 35.0, 4: 36.0},
+        drafts={1: (2, {1: 0, 2: 1, 4: 2}), 3: (5, {1: 0, 2: 0, 4: 1})})
+    results = {"validity": pd.DataFrame(seed1 + seed0)}  # seed 1 first: rows are found by seed, not by position
+    cfg = SimpleNamespace(seeds=[0, 1])
+    values = experiment.claim_values(results, cfg)
+    chapter = yaml.safe_load((ROOT / "notebooks" / "me_dlm" / "chapter.yml").read_text())
+    assert set(values) == {0, 1}
+    expected = {
+        0: {"p1_mdlm_learns_the_toy": 85.0,  # MDLM at CANVAS = 11 passes
+            "c1_parallel_breaks_validity": 10.0 - 85.0,  # MDLM 1 pass - 11 passes
+            "c2_edits_repair": 41.0 - 12.0,  # 1-pass draft + 2 edits - the draft
+            "c3a_equal_budget_3": 41.0 - 35.0,  # 1 + 2 edits - MDLM at 3
+            "c3b_equal_budget_5": 63.0 - 55.0,  # 3 + 2 edits - MDLM at 5
+            "c4_minimal_edits": (2 + 1) / (4 + 10),  # broken after 2 edits / valid drafts, 1- and 3-pass pooled
+            "c5_full_vs_substitution": 41.0 - 30.0},  # full - substitution-only, 1-pass draft + 2 edits
+        1: {"p1_mdlm_learns_the_toy": 90.0,
+            "c1_parallel_breaks_validity": 5.0 - 90.0,
+            "c2_edits_repair": 27.0 - 8.0,
+            "c3a_equal_budget_3": 27.0 - 30.0,
+            "c3b_equal_budget_5": 58.0 - 60.0,
+            "c4_minimal_edits": (1 + 0) / (2 + 5),
+            "c5_full_vs_substitution": 27.0 - 35.0},
+    }
+    for seed in (0, 1):
+        assert list(values[seed]) == [c["id"] for c in chapter["claims"]]
+        for claim, value in expected[seed].items():
+            assert values[seed][claim] == pytest.approx(value), (seed, claim)
+    assert method.CANVAS == 11
+
+
 def test_marginal_vs_joint():
     ex = theory.marginal_vs_joint_example()
     assert np.isclose(ex["p_valid_independent"], 12 / 27)
@@ -173,7 +239,7 @@ def test_marginal_vs_joint():
 def test_weighted_ce_divides_each_row_mean_by_its_own_t():
     from torch.nn import functional as F
 
-    logits = torch.randn(2, 4, method.VOCAB)
+    logits = torch.randn(2, 4, method.VOCAB, generator=torch.Generator().manual_seed(0))
     labels = torch.full((2, 4), method.IGNORE)
     labels[0, 1], labels[0, 2], labels[1, 3] = 3, 5, 7
     t = np.array([0.5, 0.25])

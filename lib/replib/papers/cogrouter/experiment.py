@@ -120,7 +120,7 @@ _COMMON = dict(variant="noisy", cosft_batch=256, cosft_lr=3e-3, label_noise=0.3,
                k=2.0, eval_temperatures=[0.4, 1.0])
 EXPERIMENT_PROFILES = {
     "smoke": dict(seeds=[0], cosft_steps=40, iterations=10, eval_every=5, n_eval=100, n_premise_episodes=64,
-                  methods=["cosft", "copo", "grpo"], **_COMMON),
+                  methods=["cosft", "copo", "grpo", "fixed_l4", "grpo_scratch"], **_COMMON),  # c2a, c2b, m1 need the last two
     "book": dict(seeds=[0, 1, 2], cosft_steps=400, iterations=500, eval_every=25, n_eval=300,
                  n_premise_episodes=400, methods=list(METHODS), **_COMMON),
     "paper": dict(seeds=[0, 1, 2, 3, 4], cosft_steps=400, iterations=1500, eval_every=50, n_eval=1000,

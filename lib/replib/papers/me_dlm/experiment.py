@@ -216,6 +216,7 @@ def claim_values(results: dict, cfg) -> dict[int, dict[str, float]]:
         broken = [b for b in broken if b is not None]
         n_valid = sum(int(b["valid_drafts"]) for b in broken)
         values[seed] = {
+            "p1_mdlm_learns_the_toy": val("mdlm", CANVAS),
             "c1_parallel_breaks_validity": val("mdlm", 1) - val("mdlm", CANVAS),
             "c2_edits_repair": val("me_dlm", 1, 2, "full") - val("me_dlm", 1),
             "c3a_equal_budget_3": val("me_dlm", 1, 2, "full") - val("mdlm", 3),
