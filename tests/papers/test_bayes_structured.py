@@ -458,3 +458,86 @@ def test_pipeline_gives_every_declared_claim_and_is_deterministic():
     again = experiment.run_experiment(cfg)
     pd.testing.assert_frame_equal(first["table"], again["table"])
     assert set(first["table"].task) == set(method.TASKS) and len(first["table"]) == 3 * cfg.n_test
+
+
+def _hand_made_results():
+    """Hand-made run results: 3 prompts per task, 2 seeds (3 and 7, in that order), N grid [1, 3]."""
+    rows = []
+
+    def add(seed, task, **columns):
+        for i in range(3):
+            row = {"seed": seed, "task": task, "prompt": i}
+            row.update({name: values[i] for name, values in columns.items()})
+            rows.append(row)
+
+    other_scores = {"semantic entropy": [0.3, 0.2, 0.1], "distinct answers": [3, 1, 2], "beam nll": [5.0, 4.0, 6.0]}
+    nan = float("nan")
+    # seed 3
+    add(3, "sets", **{"loss greedy": [9, 9, 9], "loss beam": [2, 4, 6], "loss string majority": [5, 5, 5],
+                      "loss medoid": [1, 2, 3], "loss bayes": [0, 1, 2],
+                      "size beam": [2, nan, 4], "size truth": [3, 5, 6],
+                      "bayesian risk": [1.0, 2.0, 3.0], "predictive entropy": [3.0, 1.0, 2.0],
+                      "loss bayes N=1": [2, 3, 4], "loss bayes N=3": [0, 1, 2]}, **other_scores)
+    add(3, "ratings", **{"loss greedy": [3.0, 3.0, 3.0], "loss beam": [2.0, 2.0, 2.0],
+                         "loss string majority": [2.5, 2.5, 2.5], "loss medoid": [1.0, 1.5, 2.3],
+                         "loss bayes": [1.0, 1.5, 2.0],
+                         "bayesian risk": [0.5, 0.7, 0.9], "predictive entropy": [0.9, 0.7, 0.5],
+                         "loss bayes N=1": [1.2, 1.5, 2.1], "loss bayes N=3": [1.0, 1.5, 2.0]}, **other_scores)
+    add(3, "labels", **{"loss greedy": [0, 0, 0], "loss beam": [1, 1, 0], "loss string majority": [1, 1, 1],
+                        "loss medoid": [1, 0, 0], "loss bayes": [0, 0, 1],
+                        "bayesian risk": [0.1, 0.2, 0.3], "predictive entropy": [0.3, 0.2, 0.1],
+                        "loss bayes N=1": [1, 1, 1], "loss bayes N=3": [0, 0, 1]}, **other_scores)
+    # seed 7
+    add(7, "sets", **{"loss greedy": [8, 8, 8], "loss beam": [3, 3, 3], "loss string majority": [6, 6, 6],
+                      "loss medoid": [1, 2, 1], "loss bayes": [0, 2, 1],
+                      "size beam": [3, 2, 1], "size truth": [4, 4, 7],
+                      "bayesian risk": [2.0, 1.0, nan], "predictive entropy": [1.0, 3.0, 2.0],
+                      "loss bayes N=1": [1, 1, 1], "loss bayes N=3": [0, 2, 1]}, **other_scores)
+    add(7, "ratings", **{"loss greedy": [0.5, 0.5, 0.5], "loss beam": [1.0, 1.0, 1.3],
+                         "loss string majority": [2.0, 2.0, 2.0], "loss medoid": [0.9, 1.1, 1.3],
+                         "loss bayes": [1.0, 1.2, 1.4],
+                         "bayesian risk": [0.3, 0.1, 0.2], "predictive entropy": [0.1, 0.3, 0.2],
+                         "loss bayes N=1": [1.0, 1.0, 1.0], "loss bayes N=3": [1.0, 1.2, 1.4]}, **other_scores)
+    add(7, "labels", **{"loss greedy": [1, 1, 1], "loss beam": [1, 1, 1], "loss string majority": [0, 0, 0],
+                        "loss medoid": [0, 1, 1], "loss bayes": [0, 1, 0],
+                        "bayesian risk": [0.1, 0.2, 0.3], "predictive entropy": [0.3, 0.2, 0.1],
+                        "loss bayes N=1": [1, 1, 0], "loss bayes N=3": [0, 1, 0]}, **other_scores)
+    runs = [{"seconds": {"beam": 0.5, "sampling": 2.0}}, {"seconds": {"beam": 0.7, "sampling": 3.0}}]
+    return {"runs": runs, "table": pd.DataFrame(rows)}
+
+
+def test_claim_values_on_hand_made_results():
+    from types import SimpleNamespace
+
+    from replib import core
+
+    cfg = SimpleNamespace(seeds=[3, 7], n_grid=[1, 3])
+    values = experiment.claim_values(_hand_made_results(), cfg)
+    ids = {c["id"] for c in core.load_chapter("bayes_structured")["claims"]}
+    assert list(values) == [3, 7] and set(values[3]) == set(values[7]) == ids
+    # Spearman of 3 untied values: 1 - 6 sum(d^2) / (3 (9 - 1)); the missing risk counts as +inf
+    want = {
+        3: {"c1a_sets_vs_beam": 1 / 4,  # Bayes 1 / beam 4
+            "c1b_beam_sets_smaller": 3.0 - 4.5,  # prompts 0 and 2, where beam parses
+            "c2a_sets_vs_medoid": 1 / 2,
+            "c2b_ratings_vs_medoid": 1.5 - 1.6,
+            "c3a_ratings_vs_beam": 2.0 - 1.5,
+            "c3b_labels_vs_beam": 100 * (2 / 3 - 1 / 3),
+            "c4a_risk_sets": 1.0 - (-0.5),
+            "c4b_risk_ratings": 1.0 - (-1.0),
+            "c5_more_samples": max(1.0 - 3.0, 1.5 - 1.6),  # sets, ratings
+            "m1_beam_seconds": 0.5, "m2_sampling_seconds": 2.0},
+        7: {"c1a_sets_vs_beam": 1 / 3,
+            "c1b_beam_sets_smaller": 2.0 - 5.0,
+            "c2a_sets_vs_medoid": 1 / (4 / 3),
+            "c2b_ratings_vs_medoid": 1.2 - 1.1,
+            "c3a_ratings_vs_beam": 1.1 - 1.2,
+            "c3b_labels_vs_beam": 100 * (1 - 1 / 3),
+            "c4a_risk_sets": -0.5 - 1.0,
+            "c4b_risk_ratings": -0.5 - 0.5,
+            "c5_more_samples": max(1.0 - 1.0, 1.2 - 1.0),
+            "m1_beam_seconds": 0.7, "m2_sampling_seconds": 3.0},
+    }
+    for seed in (3, 7):
+        for claim, value in want[seed].items():
+            assert values[seed][claim] == pytest.approx(value), (seed, claim)

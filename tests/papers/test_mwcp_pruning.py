@@ -4,6 +4,7 @@ import itertools
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from replib.core.paths import load_chapter
@@ -138,12 +139,13 @@ def test_exhaustive_optimum_and_guarantee_check():
     assert np.all(g["f_greedy"] <= g["f_opt"] + 1e-12)
 
 
-def test_greedy_selection_is_fast_and_valid():
+def test_greedy_selection_is_valid():
     rng = np.random.default_rng(0)
     I_in, z, cluster = task.synthetic_graph(rng, n=2000)
     res = method.select_mwcp(I_in, z, cluster, 1000, alpha=1.0)
-    assert np.unique(res.order).size == 1000 and res.seconds < 2.0
-    assert experiment.selection_seconds(n=2000, b=1000, rng=np.random.default_rng(1)) < 2.0
+    assert np.unique(res.order).size == 1000 and np.all((res.order >= 0) & (res.order < 2000))
+    seconds = experiment.selection_seconds(n=2000, b=1000, rng=np.random.default_rng(1))
+    assert math.isfinite(seconds) and seconds >= 0.0  # a duration; how long it takes is not asserted
     # the penalty spreads picks over the clusters
     counts = np.bincount(cluster[res.order], minlength=200)
     assert counts.min() >= 1
@@ -240,31 +242,60 @@ def test_predictive_entropy():
 
 
 def test_claim_values_cover_chapter_yml():
+    # Hand-made rows for two seeds with different numbers; distractor rows (other ratios, other
+    # selectors, alpha = 0) that a swapped ratio, baseline or alpha would pick up instead.
+    mw0, mw1 = "mwcp(alpha=0)", "mwcp(alpha=1)"  # the row labels of run_experiment
+    table = {  # seed: [(variant, ratio, accuracy, train_seconds, select_seconds)]
+        0: [("proxy", 0.0, 90.0, 1.0, 0.5), ("full", 0.0, 96.0, 10.0, 0.0),
+            ("random", 0.3, 95.0, 7.0, 0.0), ("random", 0.5, 94.0, 5.0, 0.0), ("random", 0.7, 88.0, 3.0, 0.0),
+            ("entropy", 0.3, 93.0, 7.0, 0.0), ("entropy", 0.5, 91.0, 5.0, 0.0), ("entropy", 0.7, 90.0, 3.0, 0.0),
+            ("kcenter", 0.7, 92.5, 3.0, 0.1),
+            (mw0, 0.3, 99.0, 6.5, 0.25),
+            (mw1, 0.3, 96.5, 7.0, 0.6), (mw1, 0.5, 95.0, 5.0, 0.6), (mw1, 0.7, 93.0, 3.0, 0.6)],
+        5: [("proxy", 0.0, 80.0, 2.0, 0.4), ("full", 0.0, 97.0, 8.0, 0.0),
+            ("random", 0.3, 97.5, 6.0, 0.0), ("random", 0.5, 92.0, 4.0, 0.0), ("random", 0.7, 85.0, 2.0, 0.0),
+            ("entropy", 0.3, 90.0, 6.0, 0.0), ("entropy", 0.5, 88.0, 4.0, 0.0), ("entropy", 0.7, 89.0, 2.0, 0.0),
+            ("kcenter", 0.7, 91.0, 2.0, 0.1),
+            (mw0, 0.3, 50.0, 5.0, 0.2),
+            (mw1, 0.3, 96.0, 6.0, 1.0), (mw1, 0.5, 93.5, 4.0, 1.0), (mw1, 0.7, 84.0, 2.0, 1.0)],
+    }
     rows = []
-    for seed in (0, 1):
-        for variant, method_name, alpha, p, acc, tr, sel in [
-            ("proxy", "proxy", np.nan, 0.0, 90.0, 1.0, 0.5),
-            ("full", "full", np.nan, 0.0, 96.0, 10.0, 0.0),
-            ("random", "random", np.nan, 0.3, 95.0, 7.0, 0.0),
-            ("random", "random", np.nan, 0.5, 94.0, 5.0, 0.0),
-            ("entropy", "entropy", np.nan, 0.7, 90.0, 3.0, 0.0),
-            ("mwcp(alpha=1)", "mwcp", 1.0, 0.3, 96.5, 7.0, 0.5),
-            ("mwcp(alpha=1)", "mwcp", 1.0, 0.5, 95.0, 5.0, 0.5),
-            ("mwcp(alpha=1)", "mwcp", 1.0, 0.7, 93.0, 3.0, 0.5),
-        ]:
+    for seed, entries in table.items():
+        for variant, p, acc, tr, sel in entries:
+            method_name = "mwcp" if variant.startswith("mwcp") else variant
+            alpha = 0.0 if variant == mw0 else 1.0 if variant == mw1 else np.nan
             rows.append(dict(seed=seed, variant=variant, method=method_name, alpha=alpha, ratio=p,
                              accuracy=acc, train_seconds=tr, select_seconds=sel))
-    cv = experiment.claim_values(rows, {"min_ratio": 0.9, "mean_gap": 0.01}, 0.4)
+    guarantee = {0: {"min_ratio": 0.9, "mean_gap": 0.01}, 5: {"min_ratio": 0.8, "mean_gap": 0.03}}
+    cv = experiment.claim_values(rows, guarantee, {0: 0.4, 5: 0.7})
     ids = [c["id"] for c in load_chapter("mwcp_pruning")["claims"]]
-    assert set(cv) == {0, 1} and set(cv[0]) == set(ids)
-    v = cv[1]
-    assert v["c1a_beats_random_30"] == pytest.approx(1.5)
-    assert v["c1b_beats_random_50"] == pytest.approx(1.0)
-    assert v["c2_lossless_30"] == pytest.approx(0.5)
-    assert v["c3_unified_vs_intrinsic_70"] == pytest.approx(3.0)
-    assert v["c5_time_end_to_end"] == pytest.approx((1.0 + 0.5 + 7.0) / 10.0)
-    assert v["m1_training_time_ratio"] == pytest.approx(0.7)
-    assert (v["c4a_greedy_ratio"], v["c4b_greedy_gap"], v["m2_selection_seconds_20k"]) == (0.9, 0.01, 0.4)
+    assert set(cv) == {0, 5} and set(cv[0]) == set(cv[5]) == set(ids)
+    want = {
+        0: {"c1a_beats_random_30": 96.5 - 95.0, "c1b_beats_random_50": 95.0 - 94.0,
+            "c2_lossless_30": 96.5 - 96.0, "c3_unified_vs_intrinsic_70": 93.0 - 90.0,
+            "c4a_greedy_ratio": 0.9, "c4b_greedy_gap": 0.01,
+            "c5_time_end_to_end": (1.0 + 0.6 + 7.0) / 10.0,  # proxy + selection + subset / full
+            "m1_training_time_ratio": 7.0 / 10.0, "m2_selection_seconds_20k": 0.4},
+        5: {"c1a_beats_random_30": 96.0 - 97.5, "c1b_beats_random_50": 93.5 - 92.0,
+            "c2_lossless_30": 96.0 - 97.0, "c3_unified_vs_intrinsic_70": 84.0 - 89.0,
+            "c4a_greedy_ratio": 0.8, "c4b_greedy_gap": 0.03,
+            "c5_time_end_to_end": (2.0 + 1.0 + 6.0) / 8.0,
+            "m1_training_time_ratio": 6.0 / 8.0, "m2_selection_seconds_20k": 0.7},
+    }
+    for seed, claims in want.items():
+        for claim, value in claims.items():
+            assert cv[seed][claim] == pytest.approx(value), (seed, claim)
+    # a DataFrame works too, and single (seed-independent) values are repeated for every seed
+    again = experiment.claim_values(pd.DataFrame(rows), {"min_ratio": 0.7, "mean_gap": 0.05}, 0.3)
+    for seed in (0, 5):
+        assert again[seed]["c1a_beats_random_30"] == pytest.approx(want[seed]["c1a_beats_random_30"])
+        assert (again[seed]["c4a_greedy_ratio"], again[seed]["c4b_greedy_gap"],
+                again[seed]["m2_selection_seconds_20k"]) == (0.7, 0.05, 0.3)
+    # a ratio the profile did not run gives NaN, not another ratio's value
+    no_half = [r for r in rows if r["ratio"] != 0.5]
+    partial = experiment.claim_values(no_half, guarantee, 0.4)
+    assert math.isnan(partial[0]["c1b_beats_random_50"])
+    assert partial[0]["c1a_beats_random_30"] == pytest.approx(1.5)
 
 
 def test_profiles_have_the_documented_keys():
