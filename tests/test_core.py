@@ -92,3 +92,16 @@ def test_every_package_of_lib_is_installed_by_pyproject():
     lib = root / "lib"
     found = {".".join(p.parent.relative_to(lib).parts) for p in lib.rglob("__init__.py")}
     assert found <= listed, f"add to pyproject.toml's packages: {sorted(found - listed)}"
+
+
+def test_thread_budget_caps_with_the_environment(monkeypatch):
+    from replib.core.runtime import compute_threads, thread_budget
+
+    monkeypatch.delenv("REPLIB_MAX_THREADS", raising=False)
+    assert thread_budget(2) == 2
+    monkeypatch.setenv("REPLIB_MAX_THREADS", "1")
+    assert thread_budget(2) == 1 and thread_budget(1) == 1
+    import torch
+
+    with compute_threads(2):
+        assert torch.get_num_threads() == 1

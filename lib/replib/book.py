@@ -80,7 +80,7 @@ def smoke_env(root: Path, offline_log: Path) -> dict:
     tools/offline loaded through PYTHONPATH (it logs every attempt to `offline_log`)."""
     return dict(os.environ, REPLIB_PROFILE="smoke", REPLIB_PROGRESS="0", REPLIB_OFFLINE="1",
                 REPLIB_OFFLINE_LOG=str(offline_log), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
-                OPENBLAS_NUM_THREADS="1",
+                OPENBLAS_NUM_THREADS="1", REPLIB_MAX_THREADS="1",
                 PYTHONPATH=os.pathsep.join(filter(None, [str(root / "tools" / "offline"),
                                                         os.environ.get("PYTHONPATH")])))
 

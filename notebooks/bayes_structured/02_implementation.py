@@ -53,13 +53,14 @@ import numpy as np
 import torch
 
 from replib import core
+from replib.core.runtime import thread_budget
 from replib.models import causal_lm
 from replib.papers.bayes_structured import baselines, exercises, method
 from replib.papers.bayes_structured import task as toy
 
 core.set_style()
 profile = core.resolve_profile()
-torch.set_num_threads(2)
+torch.set_num_threads(thread_budget(2))  # one thread in the smoke run (REPLIB_MAX_THREADS)
 demo_steps = {"smoke": 60, "book": 300, "paper": 300}[profile]
 
 # %% [markdown]

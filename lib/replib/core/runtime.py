@@ -37,20 +37,32 @@ def device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+MAX_THREADS_VAR = "REPLIB_MAX_THREADS"
+
+
+def thread_budget(threads: int) -> int:
+    """``threads``, capped by $REPLIB_MAX_THREADS when it is set (the smoke run sets 1: two notebooks
+    run at once on two cores, and oversubscribed torch thread pools are many times slower)."""
+    cap = os.environ.get(MAX_THREADS_VAR)
+    return min(int(threads), int(cap)) if cap else int(threads)
+
+
 @contextlib.contextmanager
 def compute_threads(threads: int = 1):
     """Temporarily run torch and numpy's BLAS on ``threads`` threads, with torch's deterministic
     algorithms on; everything is restored on exit. Small models are fastest on one thread, and a
-    fixed thread count keeps results and timings comparable between runs."""
+    fixed thread count keeps results and timings comparable between runs. $REPLIB_MAX_THREADS caps
+    the count (see thread_budget)."""
     import torch
     from threadpoolctl import threadpool_limits
 
     old_threads = torch.get_num_threads()
     old_deterministic = torch.are_deterministic_algorithms_enabled()
-    torch.set_num_threads(int(threads))
+    threads = thread_budget(threads)
+    torch.set_num_threads(threads)
     torch.use_deterministic_algorithms(True)
     try:
-        with threadpool_limits(limits=int(threads), user_api="blas"):
+        with threadpool_limits(limits=threads, user_api="blas"):
             yield
     finally:
         torch.set_num_threads(old_threads)
