@@ -144,10 +144,10 @@ def test_rollouts_sample_exactly_the_completion():
     reward = (ids[:, 5 + h:].numpy() == np.repeat(truth[:, h:], G, axis=0)).all(1)
     assert np.array_equal(rewards.reshape(-1).numpy(), reward.astype(float))
     # a prefix of length L - 1 leaves one token; h outside 0..L-1 is refused
-    ids, mask, _ = task.rollouts(model, problems, L - 1, 2, L)
+    ids, mask, _ = task.rollouts(model, problems, L - 1, 2, L, torch.Generator().manual_seed(1))
     assert mask.sum().item() == 3 * 2
     with pytest.raises(ValueError):
-        task.rollouts(model, problems, L, 2, L)
+        task.rollouts(model, problems, L, 2, L, torch.Generator().manual_seed(2))
 
 
 def _params(model):
@@ -254,32 +254,80 @@ def test_claims_of_missing_methods_are_nan(tiny_run):
     assert not math.isnan(values["c1a_signal_prefixrl"]) and not math.isnan(values["c3_back_generalization"])
 
 
-def test_claim_conventions_on_hand_made_results():
-    cfg = SimpleNamespace(seeds=[0], L=4, methods=["prefixrl", "grpo", "sft_rl"])
-    evals = pd.DataFrame([
-        dict(seed=0, method=m, step=s, tokens=0, heldout_pass=hp, train_pass=tp)
-        for m, rows in {"prefixrl": [(0, 0.0, 0.0), (10, 0.02, 0.1), (20, 0.06, 0.4)],
-                        "grpo": [(0, 0.0, 0.0), (10, 0.0, 0.0), (20, 0.01, 0.01)],
-                        "sft_rl": [(0, 0.0, 0.1), (10, 0.01, 0.15), (20, 0.02, 0.3)]}.items()
-        for s, hp, tp in rows])
-    steps = pd.DataFrame([dict(seed=0, method=m, step=1, share_nonzero=v, mean_reward=0.0, prefix_len=0)
-                          for m, v in [("prefixrl", 0.5), ("grpo", 0.0), ("sft_rl", 0.1)]])
-    profiles = pd.DataFrame([dict(seed=0, model=m, position=t, step_accuracy=a + 0.1 * t)
-                             for m, a in [("base", 0.5), ("prefixrl", 0.7)] for t in range(1, 5)])
-    results = dict(evals=evals, steps=steps, profiles=profiles, base=pd.DataFrame([dict(seed=0, heldout_pass=1e-5)]))
-    v = experiment.claim_values(results, cfg)[0]
-    assert v["c1a_signal_prefixrl"] == 0.5 and v["c1b_signal_grpo"] == 0.0
-    assert v["c2a_progress"] == 0.06 and v["c2b_progress_vs_grpo"] == pytest.approx(0.05)
-    assert v["c3_back_generalization"] == pytest.approx(0.2)
-    assert v["m1_final_ratio_vs_sft_rl"] == pytest.approx(3.0)
-    # level = 0.5 * min(0.4, 0.3) = 0.15: reached by sft_rl at step 10, by prefixrl at step 20
-    assert v["m2_speed_vs_sft_rl"] == pytest.approx(0.5)
-    assert v["m3_base_pass1"] == 1e-5
+def hand_made_results():
+    """Run results in run_experiment's shape (the frames claim_values reads), two seeds with
+    different numbers, L = 4 (c3 reads positions 1-2). Models and methods outside a claim (grpo's
+    and sft's step-accuracy profiles) are there as distractors."""
+    cfg = SimpleNamespace(seeds=[0, 1], L=4, methods=["prefixrl", "grpo", "sft_rl"])
+    ev = {  # seed: {method: [(step, heldout_pass, train_pass)]}
+        0: {"prefixrl": [(0, 0.0, 0.0), (10, 0.02, 0.1), (20, 0.06, 0.4)],
+            "grpo": [(0, 0.0, 0.0), (10, 0.0, 0.0), (20, 0.01, 0.01)],
+            "sft_rl": [(0, 0.0, 0.1), (10, 0.01, 0.16), (20, 0.02, 0.3)]},
+        1: {"prefixrl": [(30, 0.12, 0.5), (0, 0.001, 0.002), (10, 0.03, 0.05), (20, 0.08, 0.2)],  # unsorted
+            "grpo": [(0, 0.001, 0.002), (10, 0.001, 0.002), (20, 0.002, 0.003), (30, 0.004, 0.006)],
+            "sft_rl": [(0, 0.01, 0.02), (10, 0.015, 0.03), (20, 0.02, 0.05), (30, 0.03, 0.12)]},
+    }
+    evals = pd.DataFrame([dict(seed=seed, method=m, step=s, tokens=0, heldout_pass=hp, train_pass=tp)
+                          for seed, by_method in ev.items() for m, rows in by_method.items()
+                          for s, hp, tp in rows])
+    shares = {0: {"prefixrl": [0.5, 0.3], "grpo": [0.0, 0.1], "sft_rl": [0.2, 0.2]},
+              1: {"prefixrl": [0.6, 0.8, 1.0], "grpo": [0.0, 0.0, 0.03], "sft_rl": [0.9, 0.9, 0.9]}}
+    steps = pd.DataFrame([dict(seed=seed, method=m, step=i + 1, share_nonzero=v, mean_reward=0.0, prefix_len=0)
+                          for seed, by_method in shares.items() for m, vs in by_method.items()
+                          for i, v in enumerate(vs)])
+    acc = {0: {"base": [0.5, 0.6, 0.9, 0.9], "prefixrl": [0.7, 0.9, 0.5, 0.5], "sft": [0.9, 0.9, 0.9, 0.9],
+               "grpo": [0.1, 0.1, 0.1, 0.1]},
+           1: {"base": [0.4, 0.5, 0.6, 0.7], "prefixrl": [0.45, 0.65, 0.9, 0.9], "sft": [0.8, 0.8, 0.8, 0.8],
+               "grpo": [0.3, 0.3, 0.3, 0.3]}}
+    profiles = pd.DataFrame([dict(seed=seed, model=m, position=t + 1, step_accuracy=a)
+                             for seed, by_model in acc.items() for m, a_t in by_model.items()
+                             for t, a in enumerate(a_t)])
+    base = pd.DataFrame([dict(seed=0, heldout_pass=1e-5), dict(seed=1, heldout_pass=2e-6)])
+    return cfg, dict(evals=evals, steps=steps, profiles=profiles, base=base)
+
+
+def test_claim_values_on_hand_made_results():
+    from replib import core
+
+    cfg, results = hand_made_results()
+    v = experiment.claim_values(results, cfg)
+    assert set(v) == {0, 1}
+    ids = {c["id"] for c in core.load_chapter("prefixrl")["claims"]}
+    want = {
+        0: {
+            "c1a_signal_prefixrl": 0.4,  # mean(0.5, 0.3)
+            "c1b_signal_grpo": 0.05,  # mean(0.0, 0.1)
+            "c2a_progress": 0.06,  # prefixrl's final held-out pass
+            "c2b_progress_vs_grpo": 0.05,  # 0.06 - 0.01
+            "c3_back_generalization": 0.25,  # mean(0.7 - 0.5, 0.9 - 0.6); all 4 positions: -0.075
+            "m1_final_ratio_vs_sft_rl": 3.0,  # 0.06 / 0.02
+            # level 0.5 * min(0.4, 0.3) = 0.15: sft_rl first at step 10, prefixrl at step 20
+            "m2_speed_vs_sft_rl": 0.5,
+            "m3_base_pass1": 1e-5,
+        },
+        1: {
+            "c1a_signal_prefixrl": 0.8,  # mean(0.6, 0.8, 1.0)
+            "c1b_signal_grpo": 0.01,  # mean(0, 0, 0.03)
+            "c2a_progress": 0.12,  # the step-30 row, listed first
+            "c2b_progress_vs_grpo": 0.116,  # 0.12 - 0.004
+            "c3_back_generalization": 0.1,  # mean(0.05, 0.15)
+            "m1_final_ratio_vs_sft_rl": 4.0,  # 0.12 / 0.03
+            # level 0.5 * min(0.5, 0.12) = 0.06: prefixrl first at step 20, sft_rl at step 30
+            "m2_speed_vs_sft_rl": 1.5,
+            "m3_base_pass1": 2e-6,
+        },
+    }
+    for seed, claims in want.items():
+        assert set(v[seed]) == ids == set(claims)
+        for cid, value in claims.items():
+            assert v[seed][cid] == pytest.approx(value, rel=1e-9, abs=1e-12), (seed, cid)
     # SFT-then-RL's final pass@1 is 0 -> m1 nan; prefixrl at the level at step 0 -> m2 nan
-    evals.loc[(evals.method == "sft_rl"), "heldout_pass"] = 0.0
-    evals.loc[(evals.method == "prefixrl") & (evals.step == 0), "train_pass"] = 0.2
-    v = experiment.claim_values(results, cfg)[0]
-    assert math.isnan(v["m1_final_ratio_vs_sft_rl"]) and math.isnan(v["m2_speed_vs_sft_rl"])
+    evals = results["evals"]
+    evals.loc[(evals.seed == 0) & (evals.method == "sft_rl"), "heldout_pass"] = 0.0
+    evals.loc[(evals.seed == 0) & (evals.method == "prefixrl") & (evals.step == 0), "train_pass"] = 0.2
+    v = experiment.claim_values(results, cfg)
+    assert math.isnan(v[0]["m1_final_ratio_vs_sft_rl"]) and math.isnan(v[0]["m2_speed_vs_sft_rl"])
+    assert v[1]["m1_final_ratio_vs_sft_rl"] == pytest.approx(4.0) and v[1]["m2_speed_vs_sft_rl"] == pytest.approx(1.5)
 
 
 # ---- theory -----------------------------------------------------------------------------------

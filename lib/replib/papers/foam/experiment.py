@@ -134,8 +134,9 @@ BOOK_CONFIGS = ["stale_f10", "stale_f30", "stale_f50", "stale_f100", "foam", "fo
 EXPERIMENT_PROFILES = {
     "smoke": dict(
         seeds=[0], steps=60, batch_size=4, lr=3e-3, lr_grid=[1e-3, 3e-3, 1e-2], tune_steps=20,
-        tune_seed=100, eval_every=10, configs=["stale_f10", "foam", "adam"], side_configs=[],
-        side_steps=0,
+        tune_seed=100, eval_every=10,
+        configs=["stale_f10", "stale_f50", "foam", "foam_no_refresh", "adam"],  # every claim's configs
+        side_configs=[], side_steps=0,
     ),
     # stale f = 1 (an EVD per factor per step, ~9 s per 1,000-step run) only as a 200-step side run
     "book": dict(
