@@ -178,9 +178,9 @@ plt.show()
 # %% [markdown]
 # ## The claims
 #
-# Each claim was declared in `chapter.yml` with its threshold before this experiment was run. The
-# value is computed per seed from the runs above, and the verdict compares the mean over seeds with
-# the threshold.
+# Each claim was declared in `chapter.yml` with its role and threshold before this experiment was
+# run. The value is computed per seed from the runs above. A claim holds when the mean over seeds and
+# every seed clear the threshold, and is fragile when the mean clears it but some seed does not.
 
 # %%
 values = experiment.claim_values(runs, traces)
@@ -189,7 +189,7 @@ ledger.save()
 ledger.table()
 
 # %% [markdown]
-# A verdict judges the mean over seeds; here are the per-seed values behind it. Claim c5 divides by
+# The verdicts use every seed; here are the per-seed values behind them. Claim c5 divides by
 # stale $f = 10$'s *total* optimizer time, as declared.
 
 # %%

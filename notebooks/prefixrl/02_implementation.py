@@ -51,12 +51,13 @@ import numpy as np
 import torch
 
 from replib import core, rl
+from replib.core.runtime import thread_budget
 from replib.models import causal_lm
 from replib.papers.prefixrl import exercises, experiment, method, task
 
 core.set_style()
 profile = core.resolve_profile()
-torch.set_num_threads(2)
+torch.set_num_threads(thread_budget(2))  # one thread in the smoke run (REPLIB_MAX_THREADS)
 demo_steps = {"smoke": 60, "book": 300, "paper": 300}[profile]
 
 # %% [markdown]
