@@ -168,10 +168,10 @@ ledger.table()
 #
 # **At this budget the network has not learned the task, so the book-profile verdicts say nothing
 # about the paper.** The precondition p1 fails: even decoded one token per pass, the MDLM gives a
-# valid answer only about a third of the time (32%, with a standard deviation of 23 points over
+# valid answer only about a third of the time (33%, with a standard deviation of 23 points over
 # seeds; the precondition asks for 80%). Every claim that requires it is therefore *inconclusive*,
 # whatever its own value. Those values show why. The MDLM's one-pass drafts are valid 6% of the time,
-# a gap of 26 points, short of the declared 40 (c1). ME-DLM's edit heads are worse off: after 400 steps, half of
+# a gap of 27 points, short of the declared 40 (c1). ME-DLM's edit heads are worse off: after 400 steps, half of
 # them in edit mode, the token head has not yet learned to *copy* a correct token. In mask mode it is
 # only ever trained on masked positions, so copying starts from scratch in phase 2. The edit passes
 # therefore rewrite almost every draft: the validity of ME-DLM's one-pass drafts falls from 6% to 1%

@@ -278,8 +278,9 @@ ledger.report()
 # - **Pruning does not pay for itself at this scale (c5 fails).** Training on the kept
 #   70% takes about 70% of the full training time, as expected, but the proxy adds about a quarter of
 #   a full run and the selection (mostly k-means) another 15% or so, so the whole pipeline costs a
-#   little more than training on everything. The per-seed values sit between about 1.0 and 1.1, so
-#   the verdict is close to its threshold and sensitive to timing noise. At the paper's scale the proxy
+#   little more than training on everything. The per-seed values are wall-clock ratios measured on a
+#   shared machine and move from run to run (the table above), so the verdict is close to its
+#   threshold and sensitive to timing noise. At the paper's scale the proxy
 #   and the selection are small next to hours of training; here they are not.
 #
 # ## Summary

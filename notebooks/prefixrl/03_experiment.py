@@ -213,8 +213,8 @@ if {"prefixrl", "sft_rl"} <= set(means.index):
 # - **Prefixes restore the learning signal (c1a holds, 0.83; the premise c1b, 0.0004).** Standard GRPO
 #   found a group with a signal about once in 2,400 groups; PrefixRL's groups carried one most of the
 #   time, with a mean reward of about 0.5 from prefixes of 10 to 18 steps.
-# - **PrefixRL makes progress on the unprefixed problems (c2a and the headline c2b hold, 0.19).** No-prefix
-#   held-out pass@1 rose from $3 \times 10^{-5}$ to about 0.19 in 100 steps (0.15 to 0.23 by seed),
+# - **PrefixRL makes progress on the unprefixed problems (c2a and the headline c2b hold, 0.18).** No-prefix
+#   held-out pass@1 rose from $3 \times 10^{-5}$ to about 0.18 in 100 steps (0.15 to 0.23 by seed),
 #   while GRPO stayed at the base rate. Training and held-out success were the same: the model learned
 #   the rule, not the 256 training answers.
 # - **Back-generalization (c3 holds, +0.29).** At positions 1 to 10, where PrefixRL never sampled a
@@ -227,11 +227,11 @@ if {"prefixrl", "sft_rl"} <= set(means.index):
 # - **GRPO moved without a signal.** Its map fell slightly (0.59 to 0.56 at positions 1 to 10, most at
 #   position 1) after about two groups with a signal in 4,800: Adam normalises each parameter's step,
 #   and its momentum keeps moving the weights for many steps after one lucky group.
-# - **Against SFT-then-RL the paper's headline reverses here (m1 fails, 0.27 against 3; m2 fails,
+# - **Against SFT-then-RL the paper's headline reverses here (m1 fails, 0.25 against 3; m2 fails,
 #   undefined on every seed).** Both are judged headline claims: a seed without a value cannot support
 #   a claim, so an undefined m2 fails rather than passing unjudged. SFT on the
 #   same 256 correct traces, trained to convergence, raised the per-step accuracy to 0.98 before any
-#   RL (held-out pass@1 about 0.6); RL then took it to 0.57 to 0.77, three to four times PrefixRL's.
+#   RL (held-out pass@1 about 0.6); RL then took it to 0.61 to 0.80, about four times PrefixRL's.
 #   The speed ratio m2 is undefined because SFT alone already exceeds the level PrefixRL reaches. This
 #   is what the theory notebook expected: our traces are exactly what a correct policy writes, so
 #   imitating them is the fastest way to the answer. The paper's 2x and 3x come from traces that are
@@ -275,7 +275,7 @@ ledger.report()
 #
 # Conditioning on prefixes of correct traces turned problems the base model solves once in 30,000
 # tries into problems RL could learn from: most groups carried a signal, and the no-prefix success on
-# held-out problems rose to about 19% in 100 steps while standard group-relative RL saw no signal at
+# held-out problems rose to about 18% in 100 steps while standard group-relative RL saw no signal at
 # all. The skill transferred back to positions that were never trained, except the first step, whose
 # input comes from the prompt. Supervised fine-tuning on the same traces followed by RL did better
 # still, as expected when the traces are exactly what a correct policy writes: the toy confirms the

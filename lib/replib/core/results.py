@@ -105,7 +105,8 @@ def headline_verdict(claims: list[dict]) -> str:
 
 def _evidence_counts(claims: list[dict]) -> str:
     words = [verdict_word(c["verdict"]) for c in claims if c["role"] in EVIDENCE_ROLES]
-    return ", ".join(f"{words.count(v)} {v}" for v in VERDICT_ORDER)
+    plural = {HOLDS: "hold", FRAGILE: "fragile", FAILS: "fail", INCONCLUSIVE: "inconclusive"}
+    return ", ".join(f"{words.count(v)} {plural[v]}" for v in VERDICT_ORDER)
 
 
 def margin(claim: dict, value: float | None) -> float:
@@ -160,7 +161,8 @@ def scoreboard_markdown() -> str:
               "Every judged claim, one row each, grouped by chapter: its value on each seed as a dot, "
               "placed by its signed margin past the declared threshold (in units of the threshold, or of "
               f"the largest value when the threshold is 0; clipped at ±{MARGIN_CLIP:g}). Right of zero "
-              "the seed clears the claim. Colours give the claim's verdict.", "```"]
+              "the seed clears the claim; a cross at the left edge marks seeds that gave no value. "
+              "Colours give the claim's verdict.", "```"]
     for slug, r in results.items():
         chapter = load_chapter(slug)
         paper = {c["id"]: c.get("paper", "") for c in chapter.get("claims", [])}
@@ -192,8 +194,11 @@ def margins_figure(results: dict[str, dict]):
     fig, ax = plt.subplots(figsize=(8, 0.22 * len(rows) + 1.2))
     for y, (slug, c) in enumerate(rows):
         word = verdict_word(c["verdict"])
-        xs = np.clip([margin(c, v) for v in c["values"]], -MARGIN_CLIP, MARGIN_CLIP)
-        ax.scatter(xs, [y] * len(xs), s=14, color=VERDICT_COLOURS[word], zorder=3)
+        xs = np.array([margin(c, v) for v in c["values"]])
+        shown = np.clip(xs[~np.isnan(xs)], -MARGIN_CLIP, MARGIN_CLIP)
+        ax.scatter(shown, [y] * len(shown), s=14, color=VERDICT_COLOURS[word], zorder=3)
+        if np.isnan(xs).any():  # a seed without a value: a cross at the left edge
+            ax.scatter([-MARGIN_CLIP], [y], s=22, marker="x", color=VERDICT_COLOURS[word], zorder=3)
     boundaries = [i for i in range(1, len(rows)) if rows[i][0] != rows[i - 1][0]]
     for b in boundaries:
         ax.axhline(b - 0.5, color="0.85", lw=0.8)
@@ -203,7 +208,8 @@ def margins_figure(results: dict[str, dict]):
     ax.set_xlim(-MARGIN_CLIP * 1.05, MARGIN_CLIP * 1.05)
     ax.set_xlabel("signed margin past the threshold (right: the seed clears)")
     handles = [plt.Line2D([], [], marker="o", ls="", color=VERDICT_COLOURS[v], label=v) for v in VERDICT_ORDER]
-    ax.legend(handles=handles, fontsize=7, loc="lower right", framealpha=0.9)
+    ax.legend(handles=handles, fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=4,
+              frameon=False)
     fig.tight_layout()
     return fig
 
@@ -217,7 +223,7 @@ def write_scoreboard() -> Path:
     book = require_repo_root() / "book"
     fig = margins_figure(committed_results())
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=150, metadata={"Software": None})
+    fig.savefig(buffer, format="png", dpi=150, bbox_inches="tight", metadata={"Software": None})
     plt.close(fig)
     write_bytes_atomic(book / FIGURE, buffer.getvalue())
     return write_text_atomic(book / "scoreboard.md", scoreboard_markdown())
