@@ -210,6 +210,10 @@ if {"prefixrl", "sft_rl"} <= set(means.index):
 # *Written for the book-profile run (three seeds); the numbers above come from whatever run produced
 # this page.*
 #
+# - **The rebuild works as the paper assumes (p1 and p2 hold).** The base model's final training loss
+#   is within about 0.01 nats per step of its data's noise floor, and SFT on the correct traces
+#   reaches a step accuracy of 0.975 at the first ten positions: every comparison below starts from a
+#   trained base model and a converged baseline.
 # - **Prefixes restore the learning signal (c1a holds, 0.83; the premise c1b, 0.0004).** Standard GRPO
 #   found a group with a signal about once in 2,400 groups; PrefixRL's groups carried one most of the
 #   time, with a mean reward of about 0.5 from prefixes of 10 to 18 steps.

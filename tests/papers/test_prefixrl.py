@@ -282,7 +282,8 @@ def hand_made_results():
     profiles = pd.DataFrame([dict(seed=seed, model=m, position=t + 1, step_accuracy=a)
                              for seed, by_model in acc.items() for m, a_t in by_model.items()
                              for t, a in enumerate(a_t)])
-    base = pd.DataFrame([dict(seed=0, heldout_pass=1e-5), dict(seed=1, heldout_pass=2e-6)])
+    base = pd.DataFrame([dict(seed=0, heldout_pass=1e-5, final_base_loss=1.60, noise_floor=1.55),
+                         dict(seed=1, heldout_pass=2e-6, final_base_loss=1.50, noise_floor=1.55)])
     return cfg, dict(evals=evals, steps=steps, profiles=profiles, base=base)
 
 
@@ -295,6 +296,8 @@ def test_claim_values_on_hand_made_results():
     ids = {c["id"] for c in core.load_chapter("prefixrl")["claims"]}
     want = {
         0: {
+            "p1_base_learns_the_toy": 0.05,  # 1.60 - 1.55
+            "p2_sft_converged": 0.9,  # the sft profile at positions 1-2
             "c1a_signal_prefixrl": 0.4,  # mean(0.5, 0.3)
             "c1b_signal_grpo": 0.05,  # mean(0.0, 0.1)
             "c2a_progress": 0.06,  # prefixrl's final held-out pass
@@ -306,6 +309,8 @@ def test_claim_values_on_hand_made_results():
             "m3_base_pass1": 1e-5,
         },
         1: {
+            "p1_base_learns_the_toy": -0.05,  # 1.50 - 1.55: a minibatch loss can dip below the floor
+            "p2_sft_converged": 0.8,
             "c1a_signal_prefixrl": 0.8,  # mean(0.6, 0.8, 1.0)
             "c1b_signal_grpo": 0.01,  # mean(0, 0, 0.03)
             "c2a_progress": 0.12,  # the step-30 row, listed first

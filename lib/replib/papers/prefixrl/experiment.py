@@ -208,7 +208,9 @@ def _first_step_reaching(evals: pd.DataFrame, level: float) -> float:
 
 def claim_values(results: dict, cfg) -> dict[int, dict[str, float]]:
     """``{seed: {claim_id: value}}`` for every claim of ``chapter.yml`` (nan where a needed method
-    was not run; see the package docstring for the m1/m2 conventions)."""
+    was not run; see the package docstring for the m1/m2 conventions). The preconditions: p1, the
+    base model's final training loss minus the noise floor of its data (nats per step); p2, the
+    mean step accuracy after SFT at positions 1 to L/2 on held-out problems."""
     nan = float("nan")
     evals, steps, profiles = results["evals"], results["steps"], results["profiles"]
     base = results["base"].set_index("seed")
@@ -228,6 +230,7 @@ def claim_values(results: dict, cfg) -> dict[int, dict[str, float]]:
         base_acc = acc[acc["model"] == "base"].sort_values("position")["step_accuracy"].to_numpy()
         pre_acc = acc[acc["model"] == "prefixrl"].sort_values("position")["step_accuracy"].to_numpy()
         c3 = float(np.mean(pre_acc - base_acc)) if len(pre_acc) else nan
+        sft_acc = acc[acc["model"] == "sft"]["step_accuracy"]
 
         m1 = nan
         if "prefixrl" in final and "sft_rl" in final and held("sft_rl") > 0:
@@ -239,6 +242,8 @@ def claim_values(results: dict, cfg) -> dict[int, dict[str, float]]:
             if s_pre > 0 and s_sft > 0:  # a method already at the level at step 0 has no speed to compare
                 m2 = s_sft / s_pre
         values[seed] = {
+            "p1_base_learns_the_toy": float(base.loc[seed, "final_base_loss"] - base.loc[seed, "noise_floor"]),
+            "p2_sft_converged": float(sft_acc.mean()) if len(sft_acc) else nan,
             "c1a_signal_prefixrl": share("prefixrl"),
             "c1b_signal_grpo": share("grpo"),
             "c2a_progress": held("prefixrl"),
