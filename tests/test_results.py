@@ -85,3 +85,23 @@ def test_headline_verdict_rules():
     assert headline_verdict(claims("fragile", "fails")) == "partly"
     assert headline_verdict(claims("fails", "inconclusive (precondition p1 did not hold)")) == "inconclusive"
     assert headline_verdict(claims("fails", "fails")) == "not reproduced"
+
+
+def test_smoke_values_check_names_judged_claims_without_a_value(tmp_path):
+    from replib.core.ledger import write_json_atomic
+    from replib.core.results import missing_smoke_values
+
+    for slug in chapter_slugs():
+        claims = [{**c, "values": [1.0]} for c in load_chapter(slug)["claims"]]
+        if slug == "bidprice_routing":
+            claims[0]["values"] = [float("nan")]  # a judged headline claim with no value
+            claims[3]["values"] = [None]  # c2b, a check: not judged, so not required
+        if slug == "me_dlm":
+            next(c for c in claims if c["id"] == "c4_minimal_edits")["values"] = [float("nan")]  # a listed gap
+        write_json_atomic(tmp_path / f"{slug}.json", {"slug": slug, "profile": "smoke", "seeds": [0],
+                                                       "claims": claims, "fingerprint": None})
+    (tmp_path / "foam.json").unlink()
+    problems = missing_smoke_values(tmp_path)
+    assert problems == ["bidprice_routing: c1a_mean_e2e has no value on some seed (add what it needs to the "
+                        "smoke profile, or list it under smoke_gaps with the reason)",
+                        "foam: the smoke run wrote no foam.json"]
