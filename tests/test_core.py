@@ -69,6 +69,15 @@ def test_grade_accepts_matches_and_names_the_first_wrong_case(capsys):
         grade(lambda x: x * 3, lambda x: x + x, [(0,), (2,)])
     with pytest.raises(AssertionError, match="not written yet"):
         grade(lambda x: (_ for _ in ()).throw(NotImplementedError), lambda x: x, [(1,)])
+    with pytest.raises(AssertionError, match=r"case 2 of 2, f\(2,\) returned 6; expected 4"):
+        grade(lambda x: x * 3, lambda x: x + x, [(0,), (2,)], name="f")
+
+
+def test_grade_names_the_case_where_the_answer_raises():
+    from replib.core.exercises import grade
+
+    with pytest.raises(AssertionError, match=r"case 2 of 3, f\(0\.0,\) raised ZeroDivisionError: float division"):
+        grade(lambda x: 1 / x, lambda x: x, [(1.0,), (0.0,), (2.0,)], name="f")
 
 
 def test_compute_threads_sets_and_restores():

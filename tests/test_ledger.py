@@ -11,12 +11,39 @@ from replib.core.fingerprint import fingerprint
 from replib.core.ledger import (
     ROLES,
     clears,
+    format_value,
     interval,
+    read_json,
+    summarise,
     validate_claims,
     verdict,
     write_json_atomic,
     write_text_atomic,
 )
+
+
+def _claim(cid, role, direction, threshold, **extra):
+    return {"id": cid, "role": role, "statement": f"statement of {cid}", "paper": "the paper's number",
+            "metric": "a ratio", "direction": direction, "threshold": threshold, **extra}
+
+
+# Synthetic ledgers, so that these tests do not change when a chapter re-poses its claims.
+CHAPTERS = {
+    "bidprice_routing": {"slug": "bidprice_routing", "claims": [
+        _claim("c1a_mean_e2e", "headline", "<=", 0.85),
+        _claim("c1b_p99_e2e", "headline", "<=", 1.05),
+        _claim("c2a_mean_ttft", "mechanism", "<=", 0.6)]},
+    "me_dlm": {"slug": "me_dlm", "claims": [
+        _claim("p1_mdlm_learns_the_toy", "precondition", ">=", 80.0),
+        _claim("c2_edits_repair", "mechanism", ">=", 15.0, requires=["p1_mdlm_learns_the_toy"]),
+        _claim("c5_full_vs_substitution", "measurement", ">=", 5.0)]},
+}
+
+
+@pytest.fixture(autouse=True)
+def synthetic_chapters(monkeypatch):
+    monkeypatch.setattr("replib.core.ledger.load_chapter", lambda slug: CHAPTERS[slug])
+
 
 LE = {"id": "c", "role": "headline", "direction": "<=", "threshold": 0.85}
 GE = {"id": "g", "role": "mechanism", "direction": ">=", "threshold": 1.5}
@@ -170,3 +197,24 @@ def test_atomic_writes_leave_the_old_file_when_they_fail(tmp_path, monkeypatch):
         write_json_atomic(tmp_path / "r.json", {"a": 2})
     assert path.read_text() == "old\n" and json.loads((tmp_path / "r.json").read_text()) == {"a": 1}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["page.md", "r.json"]
+
+
+def test_results_json_is_strict_and_reads_back(tmp_path):
+    """NaN is written as null and infinities as "inf"/"-inf" (any JSON parser reads the file);
+    read_json gives the claim numbers back as floats."""
+    record = {"slug": "x", "parameters": {"rate": INF}, "claims": [
+        {"id": "c", "values": [1.0, None, INF, -INF], "mean": NAN, "sd": NAN, "interval": [NAN, INF]}]}
+    path = write_json_atomic(tmp_path / "r.json", record)
+    text = path.read_text()
+    assert "NaN" not in text and "Infinity" not in text
+    assert json.loads(text, parse_constant=lambda name: pytest.fail(f"non-standard {name}"))
+    claim = read_json(path)["claims"][0]
+    assert claim["values"] == [1.0, None, INF, -INF]
+    assert math.isnan(claim["mean"]) and math.isnan(claim["sd"])
+    assert math.isnan(claim["interval"][0]) and claim["interval"][1] == INF
+
+
+def test_one_seed_prints_without_a_spread():
+    mean, sd = summarise([0.5])
+    assert mean == 0.5 and math.isnan(sd) and format_value(mean, sd) == "0.5"
+    assert format_value(*summarise([0.5, 0.7])) == "0.6 ± 0.14"

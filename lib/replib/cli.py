@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -19,7 +18,7 @@ from pathlib import Path
 import yaml
 
 from .core.fingerprint import NOTEBOOKS
-from .core.ledger import format_value, write_json_atomic
+from .core.ledger import format_value, read_json, write_json_atomic
 from .core.paths import chapter_slugs, check_slug, load_chapter, require_repo_root
 from .core.profiles import PROFILES
 
@@ -103,7 +102,7 @@ def run_chapter(slug: str, profile: str, params: dict, out: str, on_notebook=Non
             on_notebook(slug, stem)
     if not results_file.is_file():
         raise RuntimeError(f"{slug}: the experiment ran but wrote no {results_file.name} (ledger.save())")
-    results = json.loads(results_file.read_text(encoding="utf-8"))
+    results = read_json(results_file)
     results["runtime_s"] = runtimes
     write_json_atomic(results_file, results)
     return results

@@ -2,20 +2,29 @@
 
 from __future__ import annotations
 
+import reprlib
+
 import numpy as np
+
+_SHORT = reprlib.Repr()  # cases and answers may be large arrays: keep the message short
+_SHORT.maxstring = _SHORT.maxother = 60
 
 
 def grade(answer, reference, cases: list[tuple], name: str = "your function") -> None:
-    """Call `answer(*case)` and `reference(*case)` on every case; raise AssertionError naming the first
-    case where they differ (arrays and floats compared with np.allclose), else print a confirmation."""
-    for case in cases:
+    """Call `answer(*case)` and `reference(*case)` on every case; raise AssertionError naming the
+    first case that raises or differs from the reference (arrays and floats compared with
+    np.allclose), else print a confirmation."""
+    for number, case in enumerate(cases, start=1):
+        where = f"case {number} of {len(cases)}, {name}{_SHORT.repr(tuple(case))}"
         try:
             got = answer(*case)
         except NotImplementedError:
             raise AssertionError(f"{name} is not written yet (it raises NotImplementedError)") from None
+        except Exception as err:
+            raise AssertionError(f"{where} raised {type(err).__name__}: {err}") from err
         want = reference(*case)
         if not _close(got, want):
-            raise AssertionError(f"{name}{tuple(case)!r} returned {got!r}; expected {want!r}")
+            raise AssertionError(f"{where} returned {_SHORT.repr(got)}; expected {_SHORT.repr(want)}")
     print(f"correct: {name} matches the reference on {len(cases)} cases")
 
 

@@ -109,17 +109,18 @@ def verdict(claim: dict, values: list[float | None], profile: str,
 
 
 def summarise(values: list[float | None]) -> tuple[float, float]:
-    """Mean and sample standard deviation (0 for a single seed); NaN where a value is missing."""
+    """Mean and sample standard deviation over seeds. The sd is NaN for a single seed (a sample of
+    one has no spread to estimate) or an infinite value; both are NaN where a value is missing."""
     arr = np.asarray([math.nan if v is None else v for v in values], dtype=float)
     if arr.size == 0 or np.isnan(arr).any():
         return math.nan, math.nan
-    if not np.all(np.isfinite(arr)):  # an infinite value: no meaningful spread
+    if arr.size == 1 or not np.all(np.isfinite(arr)):
         return float(arr.mean()), math.nan
-    return float(arr.mean()), float(arr.std(ddof=1)) if arr.size > 1 else 0.0
+    return float(arr.mean()), float(arr.std(ddof=1))
 
 
 def interval(values: list[float | None], level: float = 0.95) -> tuple[float, float]:
-    """Student-t interval for the mean over seeds (NaN with fewer than two finite values)."""
+    """Student-t interval for the mean over seeds (NaN unless there are two or more values, all finite)."""
     from scipy import stats
 
     arr = np.asarray([math.nan if v is None else v for v in values], dtype=float)
@@ -131,7 +132,7 @@ def interval(values: list[float | None], level: float = 0.95) -> tuple[float, fl
 
 
 def format_value(mean: float, sd: float) -> str:
-    """'mean ± sd' with three significant digits."""
+    """'mean ± sd' with three significant digits; the mean alone where the sd is NaN (one seed)."""
     if math.isnan(mean):
         return "n/a"
     return f"{mean:.3g}" if math.isnan(sd) else f"{mean:.3g} ± {sd:.2g}"
@@ -245,8 +246,47 @@ def write_text_atomic(path: Path, text: str) -> Path:
 
 
 def write_json_atomic(path: Path, data: dict) -> Path:
-    """Write JSON atomically (see write_text_atomic)."""
-    return write_text_atomic(path, json.dumps(data, indent=1, allow_nan=True) + "\n")
+    """Write strict JSON atomically (see write_text_atomic): NaN becomes null and +-infinity the
+    strings "inf" and "-inf" (:func:`strict_json`), so that any JSON parser reads the file;
+    :func:`read_json` reverses the encoding."""
+    return write_text_atomic(path, json.dumps(strict_json(data), indent=1, allow_nan=False) + "\n")
+
+
+INFINITIES = {"inf": math.inf, "-inf": -math.inf}
+
+
+def strict_json(obj):
+    """``obj`` with every float NaN replaced by None and every infinity by "inf" or "-inf"."""
+    if isinstance(obj, dict):
+        return {k: strict_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [strict_json(v) for v in obj]
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
+    return obj
+
+
+def read_json(path: str | os.PathLike) -> dict:
+    """Read a file written by :func:`write_json_atomic`. In each claim of a results record, the
+    numbers (``values``, ``mean``, ``sd``, ``interval``) get their floats back: "inf" and "-inf"
+    become infinities, and a null mean, sd or interval bound becomes NaN (a null in ``values`` stays
+    None: that seed gave no value). Everything else is returned as parsed."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    for claim in data.get("claims", []) if isinstance(data, dict) else []:
+        claim["values"] = [INFINITIES.get(v, v) if isinstance(v, str) else v for v in claim.get("values", [])]
+        for key in ("mean", "sd"):
+            if key in claim:
+                claim[key] = _number(claim[key])
+        if "interval" in claim:
+            claim["interval"] = [_number(v) for v in claim["interval"]]
+    return data
+
+
+def _number(value) -> float:
+    """A stored summary number: null is NaN, "inf"/"-inf" are infinities."""
+    if value is None:
+        return math.nan
+    return INFINITIES[value] if isinstance(value, str) else float(value)
 
 
 def package_versions() -> dict[str, str]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from .ledger import (
     INCONCLUSIVE,
     JUDGED_ROLES,
     format_value,
+    read_json,
     write_bytes_atomic,
     write_text_atomic,
 )
@@ -30,8 +30,8 @@ def results_dir() -> Path:
 def read_results(path: Path) -> dict:
     """One results file, parsed; a corrupt or foreign file fails with its path named."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as err:
+        data = read_json(path)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
         raise ValueError(f"{path}: not a readable results file ({err})") from err
     missing = [k for k in ("slug", "profile", "seeds", "claims", "fingerprint") if k not in data]
     if missing:
