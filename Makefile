@@ -5,6 +5,13 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 REPLIB := $(VENV)/bin/replib
 SETUP_STAMP := $(VENV)/.replib-installed
+# Where pip takes torch from. Empty (the default): the ordinary index, as `pip install torch` does
+# (on Linux that is the CUDA build, several GB). For the CPU-only build:
+#   make setup TORCH_INDEX=https://download.pytorch.org/whl/cpu
+TORCH_INDEX ?=
+# MathJax, served from the built book itself so that formulas render offline (npm; pinned).
+MATHJAX_VERSION := 3.2.2
+MATHJAX_DIR := $(VENV)/mathjax
 
 .PHONY: setup test unit smoke book run scoreboard check sync lint clean
 
@@ -14,8 +21,11 @@ setup: $(SETUP_STAMP)
 $(SETUP_STAMP): pyproject.toml requirements-lock.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) torch==2.13.0
 	$(PY) -m pip install -q -c requirements-lock.txt -e '.[book,test]'
+	@if command -v npm >/dev/null; then \
+	  npm install --silent --no-save --no-package-lock --prefix $(MATHJAX_DIR) mathjax@$(MATHJAX_VERSION); \
+	else echo "warning: npm not found: the book will load MathJax from its CDN (formulas need the network)"; fi
 	touch $(SETUP_STAMP)
 
 test: unit smoke            ## unit and structure tests, every notebook at smoke, the book build

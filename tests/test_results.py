@@ -13,6 +13,7 @@ from replib.core.results import (
     FIGURE,
     committed_results,
     headline_verdict,
+    intro_markdown,
     scoreboard_markdown,
     stale_results,
 )
@@ -73,6 +74,8 @@ def test_results_match_their_sources():
 
 def test_scoreboard_is_regenerated():
     assert (ROOT / "book" / "scoreboard.md").read_text() == scoreboard_markdown(), "run `replib scoreboard`"
+    intro = (ROOT / "book" / "intro.md").read_text()
+    assert intro == intro_markdown(intro), "the intro's chapter list is stale: run `replib scoreboard`"
     assert (ROOT / "book" / FIGURE).is_file()
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import yaml
 
+from . import browser_check
 from .core.paths import require_repo_root
 from .core.results import missing_smoke_values
 
@@ -88,7 +89,8 @@ def smoke_env(root: Path, offline_log: Path) -> dict:
 def smoke() -> Path:
     """The notebook half of `make test`: every notebook under nbmake at the smoke profile, two at a
     time, with the network blocked for their kernels; then the book built from those executed
-    notebooks (no second execution) with warnings as errors."""
+    notebooks (no second execution) with warnings as errors, and every page of it opened in headless
+    Chromium with the network blocked (:mod:`replib.browser_check`)."""
     root = require_repo_root()
     stage = root / "runs" / "smoke"
     _stage(root, stage)
@@ -113,6 +115,7 @@ def smoke() -> Path:
         raise SystemExit(f"notebooks that plot produced no figure (a non-inline backend?): {missing}")
     subprocess.run([_bin("jupyter-book"), "build", str(stage), "-W", "-n", "--keep-going"],
                    check=True, env=env, cwd=stage)
+    browser_check.run(stage / "_build" / "html")
     index = stage / "_build" / "html" / "index.html"
     print(f"Smoke-profile book at {index}")
     return index

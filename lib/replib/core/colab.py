@@ -7,6 +7,7 @@ import yaml
 from .paths import require_repo_root
 
 BRANCH = "main"
+FIRST_LINE = "# Colab set-up: installs the book's package, replib, from its repository (branch main)."
 
 
 def repository_url() -> str:
@@ -19,7 +20,7 @@ def setup_cell_source(url: str | None = None) -> str:
     """The exact source of the Colab set-up cell for the repository `url`."""
     url = url or repository_url()
     return (
-        "# Colab set-up: installs the book's package, replib, from its repository (branch main).\n"
+        f"{FIRST_LINE}\n"
         "# Anywhere else (a local clone, the book build, CI) this cell does nothing.\n"
         "import sys\n"
         "\n"
