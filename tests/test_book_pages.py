@@ -71,3 +71,20 @@ def test_without_chromium_the_check_says_why_and_checks_nothing(monkeypatch, cap
     monkeypatch.setattr(browser_check, "missing_requirement", lambda: "Chromium is not installed")
     browser_check.run(tmp_path)
     assert "browser check skipped: Chromium is not installed" in capsys.readouterr().out
+
+
+def test_each_profile_has_its_own_execution_cache(tmp_path, monkeypatch):
+    import shutil
+
+    import yaml
+
+    from replib.book import profile_config
+    from replib.core.paths import require_repo_root
+
+    shutil.copy(require_repo_root() / "_config.yml", tmp_path / "_config.yml")
+    caches = {p: yaml.safe_load(profile_config(tmp_path, p).read_text())["execute"]["cache"]
+              for p in ("smoke", "book")}
+    assert caches == {"smoke": "_build/.jupyter_cache/smoke", "book": "_build/.jupyter_cache/book"}
+    assert yaml.safe_load((tmp_path / "_build" / "_config.book.yml").read_text())["title"]
+    with pytest.raises(ValueError, match="valid profiles: smoke, book, paper"):
+        profile_config(tmp_path, "quick")

@@ -20,6 +20,9 @@ def test_parse_assignments():
     (["run", "bidprice_routing", "--profile", "quick"], "valid profiles: smoke, book, paper"),
     (["run", "bidprice_routing", "-p", "stepz=3"], "valid parameters: "),
     (["run", "bidprice_routing", "--profile", "smoke", "--update-results"], "use --profile book"),
+    (["run", "bidprice_routing", "-p", "arrival_steps=abc"], "setting 'arrival_steps' expects int like"),
+    (["run", "bidprice_routing", "-p", "arrival_steps=2.5"], "setting 'arrival_steps' expects int like"),
+    (["run", "bidprice_routing", "--seeds", "1", "1"], "--seeds names a seed twice: 1 1"),
 ])
 def test_run_refuses_before_running(argv, message, capsys, tmp_path):
     assert main(argv + ["--out", str(tmp_path)]) == 2
@@ -101,3 +104,11 @@ def _run_or_fail(slug, profile, params, out, on_notebook=None):
     if slug == "prefixrl":
         raise RuntimeError("boom")
     return _fake_results(slug, profile)
+
+
+def test_an_out_that_is_a_file_is_refused(tmp_path, capsys):
+    target = tmp_path / "results.txt"
+    target.write_text("not a folder")
+    assert main(["run", "bidprice_routing", "--out", str(target)]) == 2
+    assert "is a file, not a folder" in capsys.readouterr().err
+    assert target.read_text() == "not a folder"

@@ -12,7 +12,9 @@ from pathlib import Path
 import yaml
 
 from . import browser_check
+from .core.ledger import write_text_atomic
 from .core.paths import require_repo_root
+from .core.profiles import PROFILES
 from .core.results import missing_smoke_values
 
 ENV_FILES = ("pyproject.toml", "environment.yml", "requirements-lock.txt")
@@ -48,13 +50,28 @@ def refresh_cache(root: Path) -> bool:
     return True
 
 
+def profile_config(root: Path, profile: str) -> Path:
+    """_config.yml with the execution cache of `profile` (_build/.jupyter_cache/<profile>), written to
+    _build/_config.<profile>.yml. jupyter-cache keys its entries on the code cells alone, so one
+    shared cache would serve a smoke run's outputs to the book build; one cache per profile cannot."""
+    if profile not in PROFILES:
+        raise ValueError(f"unknown profile {profile!r}; valid profiles: {', '.join(PROFILES)}")
+    config = yaml.safe_load((root / "_config.yml").read_text(encoding="utf-8"))
+    config["execute"]["cache"] = f"_build/.jupyter_cache/{profile}"
+    path = root / "_build" / f"_config.{profile}.yml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(path, yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
 def build_book(profile: str = "book") -> Path:
-    """Execute every notebook at `profile` (cached) and build the HTML book into _build/html."""
+    """Execute every notebook at `profile` (cached per profile) and build the HTML book into _build/html."""
     root = require_repo_root()
     if refresh_cache(root):
         print("lib/ or the environment changed: the notebook execution cache was dropped")
     env = dict(os.environ, REPLIB_PROFILE=profile, REPLIB_PROGRESS="0")
-    cmd = [_bin("jupyter-book"), "build", str(root), "-W", "-n", "--keep-going"]
+    cmd = [_bin("jupyter-book"), "build", str(root), "-W", "-n", "--keep-going",
+           "--config", str(profile_config(root, profile))]
     subprocess.run(cmd, check=True, env=env, cwd=root)
     index = root / "_build" / "html" / "index.html"
     print(f"The book is at {index}")

@@ -23,6 +23,9 @@ from .core.paths import chapter_slugs, check_slug, load_chapter, require_repo_ro
 from .core.profiles import PROFILES
 
 EXIT_USAGE = 2
+# the kernel's own start-up warnings (e.g. "running over TCP without encryption": the kernel and
+# papermill talk over loopback) are not the reader's concern; the notebook's own warnings still show
+KERNEL_QUIET = ["--IPKernelApp.log_level=ERROR"]
 
 
 class UsageError(Exception):
@@ -61,13 +64,32 @@ def plan_run(slug: str, profile: str, seeds: list[int] | None, overrides: dict) 
         raise UsageError(f"unknown profile {profile!r}; valid profiles: {', '.join(PROFILES)}")
     params = dict(overrides, profile=profile)
     if seeds is not None:
+        if len(set(seeds)) != len(seeds):
+            raise UsageError(f"--seeds names a seed twice: {' '.join(map(str, seeds))}")
         params["seeds"] = list(seeds)
     valid = experiment_parameters(slug)
     unknown = sorted(set(params) - set(valid))
     if unknown:
         raise UsageError(f"{slug}: unknown parameter(s) {', '.join(unknown)}; "
                          f"valid parameters: {', '.join(valid)}")
+    check_types(slug, profile, params)
     return params
+
+
+def check_types(slug: str, profile: str, params: dict) -> None:
+    """Refuse a value whose type differs from the profile's default (``-p steps=abc`` where steps is
+    an int), as the experiment's own :func:`replib.core.profiles.configure` would, but before any
+    notebook runs."""
+    import importlib
+
+    from .core.profiles import configure
+
+    defaults = importlib.import_module(f"replib.papers.{slug}.experiment").EXPERIMENT_PROFILES
+    settings = {k: v for k, v in params.items() if k != "profile"}
+    try:
+        configure(defaults, profile, **settings)
+    except (TypeError, ValueError) as err:
+        raise UsageError(f"{slug}: {err}") from err
 
 
 def _cells_seconds(path: Path) -> float:
@@ -96,7 +118,8 @@ def run_chapter(slug: str, profile: str, params: dict, out: str, on_notebook=Non
         executed = out_dir / f"{stem}.ipynb"
         papermill.execute_notebook(
             str(notebook_path(slug, stem)), str(executed), kernel_name="python3", progress_bar=False,
-            parameters=params if stem == "03_experiment" else None, cwd=str(notebook_path(slug, stem).parent))
+            parameters=params if stem == "03_experiment" else None, cwd=str(notebook_path(slug, stem).parent),
+            extra_arguments=KERNEL_QUIET)
         runtimes[stem] = _cells_seconds(executed)
         if on_notebook:
             on_notebook(slug, stem)
@@ -130,10 +153,13 @@ def cmd_run(args) -> int:
     if not slugs:
         raise UsageError("name at least one chapter, or --all; valid chapters: " + ", ".join(chapter_slugs()))
     overrides = parse_assignments(args.param or [])
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        raise UsageError(f"--out {args.out} is a file, not a folder")
     plans = {slug: plan_run(slug, args.profile, args.seeds, overrides) for slug in slugs}
     if args.update_results and args.profile != "book":
         raise UsageError("--update-results replaces the committed book-profile results: use --profile book")
     results, failed = {}, {}
+    print(f"writing the executed notebooks and results to {Path(args.out).resolve()}/<chapter>/")
     with tqdm(total=len(slugs) * len(NOTEBOOKS), desc="notebooks", unit="nb") as bar:
         if args.jobs == 1:
             for slug in slugs:
