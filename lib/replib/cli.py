@@ -23,9 +23,10 @@ from .core.paths import chapter_slugs, check_slug, load_chapter, require_repo_ro
 from .core.profiles import PROFILES
 
 EXIT_USAGE = 2
-# the kernel's own start-up warnings (e.g. "running over TCP without encryption": the kernel and
-# papermill talk over loopback) are not the reader's concern; the notebook's own warnings still show
-KERNEL_QUIET = ["--IPKernelApp.log_level=ERROR"]
+# The kernel process's own log lines ("running over TCP without encryption": kernel and papermill
+# talk over loopback; "KeyboardInterrupt caught in kernel" as it shuts down) are not the reader's
+# concern. The notebooks' warnings and errors still show, and a failing cell still fails the run.
+KERNEL_QUIET = ["--IPKernelApp.log_level=CRITICAL"]
 
 
 class UsageError(Exception):
