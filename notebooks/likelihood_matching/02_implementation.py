@@ -167,9 +167,9 @@ assert task.sliced_w2(target, target) == 0.0
 assert task.sliced_w2(oracle, target) < 0.1 < task.sliced_w2(target + 0.5, target)  # exact score and Hessian: close
 steps = {"smoke": 100, "book": 600, "paper": 1500}[profile]
 with compute_threads(1):
-    for objective in ["lm", "dsm"]:
+    for objective in ["lm_sg", "dsm"]:
         net, info = experiment.train_model(objective, seed=0, steps=steps)
-        name = "LM" if objective == "lm" else "B2"
+        name = "LM" if objective == "lm_sg" else "B2"
         X = method.sample(method.model_reverse_fn(net, name), 2000, n_steps=10, seed=0)
         print(f"{objective}: {steps} steps in {info['seconds']:.1f} s; {name} with 10 sampling steps: "
               f"SW2 {task.sliced_w2(X, target):.3f} (exact score and Hessian, 50 steps: {task.sliced_w2(oracle, target):.3f})")
@@ -205,7 +205,7 @@ def sliced_w2(X, Y, directions):
 exercises.check_sliced_w2(sliced_w2)
 
 # %% [markdown]
-# **Exercise 3 (open).** Train B4 (`experiment.train_model("lm_diag", ...)`) and LM and compare their Hessian
+# **Exercise 3 (open).** Train B4 (`experiment.train_model("lm_diag_sg", ...)`) and LM (`"lm_sg"`) and compare their Hessian
 # errors with `task.hessian_error`. Why does a diagonal covariance suffice for some components of the
 # ring and not for others?
 #

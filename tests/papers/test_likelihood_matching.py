@@ -260,125 +260,221 @@ def test_dsm_training_learns_the_score():
 
 
 def test_smoke_profile_has_every_claims_methods_and_grid_points():
-    # c1: LM, B1, B2 at N = 10; c2: LM, B1, B3 at N = 20; c3: LM, B2 at N = 200; c4: LM at t = 0.3
+    # p1, c4b: LM and DSM (B1) at t = 0.1 and 0.3; c1b, p2: LM, B1, B2 and the exact samplers at N = 10;
+    # c2: LM, B1, B3 at N = 20; c3b, p3: LM, B2 and the exact samplers at N = 200
     smoke = experiment.EXPERIMENT_PROFILES["smoke"]
     assert {"LM", "B1", "B2", "B3"} <= set(smoke["methods"])
     assert {10, 20, 200} <= set(smoke["n_steps_grid"])
-    assert 0.3 in smoke["hess_ts"]
+    assert {0.1, 0.3} <= set(smoke["hess_ts"])
+
+
+def test_sampling_floor_and_corrected_distance():
+    target = task.sample_mixture(MIX, 1000, np.random.default_rng(0))
+    floor = task.sampling_floor(MIX, target, n_draws=3, seed=1)
+    assert floor == task.sampling_floor(MIX, target, n_draws=3, seed=1)  # deterministic
+    assert 0 < floor < task.sliced_w2(target + 0.3, target) ** 2  # far below a shifted copy's distance
+    # an exact sample's distance is at the floor, so its corrected distance is small; a shifted one keeps most
+    fresh = task.sample_mixture(MIX, 1000, np.random.default_rng(5))
+    assert task.corrected_sw2(task.sliced_w2(fresh, target), floor) < 0.5 * task.sliced_w2(fresh, target)
+    assert task.corrected_sw2(0.5, 0.09) == pytest.approx(0.4)
+    assert task.corrected_sw2(0.2, 0.09) == 0.0  # below the floor: clamped at 0
+
+
+def test_score_jacobian_hessian_matches_finite_differences():
+    net = method.LMNet(seed=2)
+    x = np.array([[0.3, -1.2], [1.5, 0.4]])
+    J = task.score_jacobian_hessian(net, x, 0.4).numpy()
+    h = 1e-2
+    Jfd = np.zeros((2, 2, 2))  # Jfd[n, j, i] = d score_j / d x_i
+    for i in range(2):
+        dx = np.zeros(2)
+        dx[i] = h
+        with torch.no_grad():
+            plus = net(torch.as_tensor(x + dx, dtype=torch.float32), 0.4)["score"].numpy()
+            minus = net(torch.as_tensor(x - dx, dtype=torch.float32), 0.4)["score"].numpy()
+        Jfd[:, :, i] = (plus - minus) / (2 * h)
+    assert np.allclose(J, J.transpose(0, 2, 1))
+    assert np.allclose(J, 0.5 * (Jfd + Jfd.transpose(0, 2, 1)), rtol=2e-2, atol=2e-2)
+    assert not np.allclose(J, 0.0, atol=1e-3)
+
+
+def test_hessian_error_reports_the_score_jacobian():
+    net, _ = experiment.train_model("dsm", seed=0, steps=300)
+    he = task.hessian_error(net, MIX, 0.6, n=300)
+    untrained = task.hessian_error(method.LMNet(seed=0), MIX, 0.6, n=300)
+    assert set(he) == {"rel_error", "jac_rel_error", "score_mse"}
+    assert he["jac_rel_error"] < 0.5 * untrained["jac_rel_error"]
+
+
+def test_exact_samplers_meet_the_recalibrated_c1_on_many_samples():
+    # the calibration in miniature: with the analytic score and Hessian, LM's sampler at N = 10 beats
+    # both isotropic samplers on the floor-corrected distance
+    oracles = experiment.oracle_reverse_fns(MIX)
+    assert set(oracles) == set(experiment.ORACLES) == {"LM*", "B1*", "B2*"}
+    target = task.sample_mixture(MIX, 8000, np.random.default_rng(3))
+    floor = task.sampling_floor(MIX, target, 2, seed=3)
+    rows = experiment.distance_rows(oracles, 10, target, floor, seed=3)
+    assert [r["method"] for r in rows] == ["LM*", "B1*", "B2*"] and all(r["n_points"] == 8000 for r in rows)
+    p2 = experiment.claim_values(rows)[3]["p2_oracle_c1"]
+    assert p2 < 0.8
 
 
 def test_run_experiment_smoke_and_determinism():
-    # the smoke profile, cut down: a short grid without the claims' N = 20 and 200 (c2, c3 NaN)
+    # the smoke profile, cut down: a short grid without the claims' N = 20 and 200 (c2, c3b, p3 NaN)
     cfg = SimpleNamespace(**{**experiment.EXPERIMENT_PROFILES["smoke"], "train_steps": 20, "n_samples": 100,
-                             "n_nll": 50, "n_hess": 50, "n_steps_grid": [5, 10],
+                             "n_nll": 50, "n_hess": 50, "n_steps_grid": [5, 10], "n_claim": 200,
                              "methods": ["LM", "B1", "B2", "B3", "B4"]})
     rows, ex = experiment.run_experiment(cfg)
     rows2, _ = experiment.run_experiment(cfg)
     samp = [r for r in rows if r["kind"] == "sampling"]
     assert len(samp) == 5 * 2
-    assert all(np.isfinite(r["sw2"]) and np.isfinite(r["nll"]) for r in samp)
-    key = lambda rs: np.array([[r.get(k, -1.0) for k in ("sw2", "nll", "rel_error", "score_mse")] for r in rs])  # noqa: E731
+    assert all(np.isfinite(r["sw2"]) and np.isfinite(r["nll"]) and r["floor2"] > 0 for r in samp)
+    dist = [(r["method"], r["n_steps"], r["n_points"]) for r in rows if r["kind"] == "distance"]
+    assert dist == [("LM*", 10, 200), ("B1*", 10, 200), ("B2*", 10, 200), ("LM", 10, 200), ("B1", 10, 200),
+                    ("B2", 10, 200)]
+    keys = ("sw2", "nll", "rel_error", "jac_rel_error", "score_mse", "floor2")
+    key = lambda rs: np.array([[r.get(k, -1.0) for k in keys] for r in rs])  # noqa: E731
     assert np.array_equal(key(rows), key(rows2), equal_nan=True)
     assert ex["samples"][("LM", 5)].shape == (100, 2) and ex["target"].shape == (100, 2)
     assert len(ex["ellipses"]) == 6 and ex["ellipses"][0]["cov_true"].shape == (2, 2)
-    cv = experiment.claim_values(rows)
-    assert set(cv[0]) == {"c1_few_steps_sw2", "c2_nll_bound", "c3_convergence", "c4_hessian_learned"}
-    assert math.isnan(cv[0]["c2_nll_bound"]) and math.isnan(cv[0]["c3_convergence"])
-    assert np.isfinite(cv[0]["c1_few_steps_sw2"]) and np.isfinite(cv[0]["c4_hessian_learned"])
+    cv = experiment.claim_values(rows)[0]
+    assert set(cv) == _chapter_ids()
+    nan_ids = {"c2_nll_bound", "c3b_convergence_floor", "p3_oracle_c3", "c3_convergence"}
+    assert all(math.isnan(cv[k]) for k in nan_ids)
+    assert all(np.isfinite(v) for k, v in cv.items() if k not in nan_ids)
+
+
+def _chapter_ids():
+    from pathlib import Path
+
+    import yaml
+
+    path = Path(__file__).resolve().parents[2] / "notebooks" / "likelihood_matching" / "chapter.yml"
+    return {c["id"] for c in yaml.safe_load(path.read_text())["claims"]}
 
 
 def _claim_rows():
     """Hand-made rows of :func:`experiment.run_experiment`, two seeds with different numbers. Every
-    method has its own value at every N, so a wrong method or a wrong N changes a claim's value: at
-    N = 10 B3 is the best baseline (c1 must ignore it), at N = 20 B2 has the lowest NLL bound (c2 must
-    ignore it), at N = 200 B1 differs from B2 (c3's baseline); c2 is positive on seed 0 and negative
-    on seed 1, and LM is above B2 at N = 200 on seed 0 and below it on seed 1 (the absolute value)."""
+    method has its own value at every N and t, so a wrong method, N, t or row kind changes a claim's
+    value: at N = 10 B3 is the best baseline (c1 must ignore it), at N = 20 B2 has the lowest NLL bound
+    (c2 must ignore it), at N = 200 B1 differs from B2 (c3's baseline); c2 is positive on seed 0 and
+    negative on seed 1, and LM is above B2 at N = 200 on seed 0 and below it on seed 1 (the absolute
+    value). The "distance" rows (N = 10 on their own samples, and the exact samplers at N = 200) differ
+    from the "sampling" rows; on seed 1 LM's distance is below the floor (corrected to 0). The score
+    errors at t = 0.6 are a decoy for p1, and LM's own Jacobian error a decoy for c4b."""
     # (seed, method): {N: (sw2, nll)}
     table = {
         (0, "LM"): {5: (0.50, 3.0), 10: (0.12, 1.9), 20: (0.30, 1.00), 200: (0.11, 0.50)},
         (0, "B1"): {5: (0.60, 3.1), 10: (0.20, 2.0), 20: (0.25, 1.20), 200: (0.13, 0.55)},
         (0, "B2"): {5: (0.70, 3.2), 10: (0.24, 2.1), 20: (0.22, 0.80), 200: (0.10, 0.52)},
         (0, "B3"): {5: (0.40, 3.3), 10: (0.06, 2.2), 20: (0.35, 1.15), 200: (0.20, 0.60)},
-        (0, "LMsg"): {5: (0.45, 2.9), 10: (0.09, 1.8), 20: (0.28, 1.05), 200: (0.12, 0.48)},
+        (0, "LMjoint"): {5: (0.45, 2.9), 10: (0.09, 1.8), 20: (0.28, 1.05), 200: (0.12, 0.48)},
         (1, "LM"): {5: (0.55, 3.5), 10: (0.30, 2.5), 20: (0.40, 1.60), 200: (0.16, 0.70)},
         (1, "B1"): {5: (0.65, 3.6), 10: (0.40, 2.6), 20: (0.45, 1.50), 200: (0.18, 0.75)},
         (1, "B2"): {5: (0.75, 3.7), 10: (0.25, 2.7), 20: (0.50, 1.20), 200: (0.20, 0.72)},
         (1, "B3"): {5: (0.35, 3.8), 10: (0.10, 2.8), 20: (0.60, 1.45), 200: (0.30, 0.80)},
-        (1, "LMsg"): {5: (0.50, 3.4), 10: (0.20, 2.4), 20: (0.42, 1.30), 200: (0.26, 0.69)},
+        (1, "LMjoint"): {5: (0.50, 3.4), 10: (0.20, 2.4), 20: (0.42, 1.30), 200: (0.26, 0.69)},
     }
-    rows = [dict(kind="sampling", seed=seed, method=m, n_steps=n, sw2=sw2, nll=nll, sample_seconds=0.01)
-            for (seed, m), by_n in table.items() for n, (sw2, nll) in by_n.items()]
-    # (seed, method): {t: rel_error}; NaN for the methods whose covariance heads are untrained
+    floor = {0: 0.0016, 1: 0.0020}
+    rows = [dict(kind="sampling", seed=seed, method=m, n_steps=n, sw2=sw2, floor2=floor[seed], nll=nll,
+                 sample_seconds=0.01) for (seed, m), by_n in table.items() for n, (sw2, nll) in by_n.items()]
+    # (seed, method, N): sw2 of the "distance" rows, with their own floor at N = 10
+    distance = {
+        (0, "LM", 10): 0.030, (0, "B1", 10): 0.100, (0, "B2", 10): 0.050, (0, "B3", 10): 0.020,
+        (0, "LMjoint", 10): 0.090, (0, "LM*", 10): 0.028, (0, "B1*", 10): 0.096, (0, "B2*", 10): 0.052,
+        (0, "LM*", 200): 0.042, (0, "B2*", 200): 0.049,
+        (1, "LM", 10): 0.020, (1, "B1", 10): 0.040, (1, "B2", 10): 0.050, (1, "B3", 10): 0.010,
+        (1, "LMjoint", 10): 0.060, (1, "LM*", 10): 0.035, (1, "B1*", 10): 0.045, (1, "B2*", 10): 0.060,
+        (1, "LM*", 200): 0.050, (1, "B2*", 200): 0.045,
+    }
+    claim_floor = {0: 0.0004, 1: 0.0009}
+    rows += [dict(kind="distance", seed=seed, method=m, n_steps=n, n_points=40000 if n == 10 else 4000, sw2=v,
+                  floor2=claim_floor[seed] if n == 10 else floor[seed]) for (seed, m, n), v in distance.items()]
+    # (seed, method): {t: (rel_error, jac_rel_error, score_mse)}; rel_error NaN for DSM's untrained heads
     hess = {
-        (0, "LM"): {0.1: 0.90, 0.3: 0.20, 0.6: 0.15},
-        (0, "B1"): {0.1: math.nan, 0.3: math.nan, 0.6: math.nan},
-        (0, "B4"): {0.1: 0.95, 0.3: 0.50, 0.6: 0.40},
-        (0, "LMsg"): {0.1: 0.80, 0.3: 0.25, 0.6: 0.12},
-        (1, "LM"): {0.1: 0.70, 0.3: 0.40, 0.6: 0.30},
-        (1, "B1"): {0.1: math.nan, 0.3: math.nan, 0.6: math.nan},
-        (1, "B4"): {0.1: 0.85, 0.3: 0.60, 0.6: 0.45},
-        (1, "LMsg"): {0.1: 0.75, 0.3: 0.33, 0.6: 0.20},
+        (0, "LM"): {0.1: (0.90, 1.5, 0.30), 0.3: (0.20, 0.9, 0.05), 0.6: (0.15, 0.5, 0.02)},
+        (0, "B1"): {0.1: (math.nan, 1.2, 0.20), 0.3: (math.nan, 0.8, 0.04), 0.6: (math.nan, 0.4, 0.01)},
+        (0, "B4"): {0.1: (0.95, 0.7, 0.01), 0.3: (0.50, 0.3, 0.01), 0.6: (0.40, 0.2, 0.01)},
+        (0, "LMjoint"): {0.1: (0.80, 1.6, 0.80), 0.3: (0.25, 1.0, 0.06), 0.6: (0.12, 0.6, 0.02)},
+        (1, "LM"): {0.1: (0.70, 1.4, 0.10), 0.3: (0.40, 0.7, 0.09), 0.6: (0.30, 0.6, 0.05)},
+        (1, "B1"): {0.1: (math.nan, 1.1, 0.10), 0.3: (math.nan, 0.5, 0.03), 0.6: (math.nan, 0.3, 0.01)},
+        (1, "B4"): {0.1: (0.85, 0.6, 0.02), 0.3: (0.60, 0.2, 0.02), 0.6: (0.45, 0.1, 0.02)},
+        (1, "LMjoint"): {0.1: (0.75, 1.3, 0.40), 0.3: (0.33, 0.8, 0.06), 0.6: (0.20, 0.5, 0.03)},
     }
-    rows += [dict(kind="hessian", seed=seed, method=m, t=t, rel_error=e, score_mse=0.1)
-             for (seed, m), by_t in hess.items() for t, e in by_t.items()]
+    rows += [dict(kind="hessian", seed=seed, method=m, t=t, rel_error=e, jac_rel_error=j, score_mse=mse)
+             for (seed, m), by_t in hess.items() for t, (e, j, mse) in by_t.items()]
     return rows
 
 
 def test_claim_values_hand_computed():
-    from pathlib import Path
-
     import pandas as pd
-    import yaml
 
     rows = _claim_rows()
+    oracle = {  # the exact samplers' preconditions do not depend on method=
+        0: {"p2_oracle_c1": math.sqrt((0.028**2 - 0.0004) / (0.052**2 - 0.0004)),  # B2* is the better exact baseline
+            "p3_oracle_c3": abs(0.042**2 - 0.049**2) / 0.0016},
+        1: {"p2_oracle_c1": math.sqrt((0.035**2 - 0.0009) / (0.045**2 - 0.0009)),  # here B1*
+            "p3_oracle_c3": abs(0.050**2 - 0.045**2) / 0.0020},
+    }
     want = {
         "LM": {
-            0: {"c1_few_steps_sw2": 0.12 / 0.20,  # min(B1, B2) at N = 10 is B1
+            0: {"p1_score_learned": 0.30 / 0.20,  # t = 0.1 is the larger ratio (t = 0.6's 2.0 ignored)
+                "c1b_few_steps_corrected": math.sqrt((0.03**2 - 0.0004) / (0.05**2 - 0.0004)),  # B2's distance row
                 "c2_nll_bound": 1.15 - 1.00,  # min(B1, B3) at N = 20 is B3
+                "c3b_convergence_floor": (0.11**2 - 0.10**2) / 0.0016,
+                "c4b_hessian_vs_jacobian": 0.20 / 0.8,  # against DSM's Jacobian, not LM's own
+                "c1_few_steps_sw2": 0.12 / 0.20,  # min(B1, B2) at N = 10 is B1
                 "c3_convergence": (0.11 - 0.10) / 0.10,
                 "c4_hessian_learned": 0.20},
-            1: {"c1_few_steps_sw2": 0.30 / 0.25,  # here B2
+            1: {"p1_score_learned": 0.09 / 0.03,  # here t = 0.3
+                "c1b_few_steps_corrected": 0.0,  # LM below the floor
                 "c2_nll_bound": 1.45 - 1.60,  # B3 again; LM worse: negative
-                "c3_convergence": (0.20 - 0.16) / 0.20,  # LM below B2
+                "c3b_convergence_floor": (0.20**2 - 0.16**2) / 0.0020,  # LM below B2
+                "c4b_hessian_vs_jacobian": 0.40 / 0.5,
+                "c1_few_steps_sw2": 0.30 / 0.25,  # here B2
+                "c3_convergence": (0.20 - 0.16) / 0.20,
                 "c4_hessian_learned": 0.40},
         },
-        "LMsg": {  # method= replaces LM in every formula, the baselines stay
-            0: {"c1_few_steps_sw2": 0.09 / 0.20, "c2_nll_bound": 1.15 - 1.05,
+        "LMjoint": {  # method= replaces LM in every formula of a trained network, the baselines stay
+            0: {"p1_score_learned": 0.80 / 0.20,
+                "c1b_few_steps_corrected": math.sqrt((0.09**2 - 0.0004) / (0.05**2 - 0.0004)),
+                "c2_nll_bound": 1.15 - 1.05, "c3b_convergence_floor": (0.12**2 - 0.10**2) / 0.0016,
+                "c4b_hessian_vs_jacobian": 0.25 / 0.8, "c1_few_steps_sw2": 0.09 / 0.20,
                 "c3_convergence": (0.12 - 0.10) / 0.10, "c4_hessian_learned": 0.25},
-            1: {"c1_few_steps_sw2": 0.20 / 0.25, "c2_nll_bound": 1.45 - 1.30,
+            1: {"p1_score_learned": 0.40 / 0.10,
+                "c1b_few_steps_corrected": math.sqrt((0.06**2 - 0.0009) / (0.04**2 - 0.0009)),  # B1's row
+                "c2_nll_bound": 1.45 - 1.30, "c3b_convergence_floor": (0.26**2 - 0.20**2) / 0.0020,
+                "c4b_hessian_vs_jacobian": 0.33 / 0.5, "c1_few_steps_sw2": 0.20 / 0.25,
                 "c3_convergence": (0.26 - 0.20) / 0.20, "c4_hessian_learned": 0.33},
         },
     }
-    path = Path(__file__).resolve().parents[2] / "notebooks" / "likelihood_matching" / "chapter.yml"
-    ids = {c["id"] for c in yaml.safe_load(path.read_text())["claims"]}
+    ids = _chapter_ids()
     for m, by_seed in want.items():
         for got in (experiment.claim_values(rows, method=m), experiment.claim_values(pd.DataFrame(rows), method=m)):
             assert list(got) == [0, 1]
             for seed, values in by_seed.items():
-                assert set(got[seed]) == ids
-                for claim, value in values.items():
-                    assert got[seed][claim] == pytest.approx(value, rel=1e-12), (m, seed, claim)
+                assert set(got[seed]) == ids == set(values) | set(oracle[seed])
+                for claim, value in {**values, **oracle[seed]}.items():
+                    assert got[seed][claim] == pytest.approx(value, rel=1e-12, abs=1e-15), (m, seed, claim)
 
 
 def test_claim_values_nan_where_a_method_or_grid_point_is_missing():
     rows = _claim_rows()
     cv = experiment.claim_values([r for r in rows if r["method"] != "B2"])[0]
-    assert math.isnan(cv["c1_few_steps_sw2"]) and math.isnan(cv["c3_convergence"])
-    assert cv["c2_nll_bound"] == pytest.approx(1.15 - 1.00)
+    assert all(math.isnan(cv[k]) for k in ("c1b_few_steps_corrected", "c3b_convergence_floor", "c1_few_steps_sw2",
+                                           "c3_convergence"))
+    assert cv["c2_nll_bound"] == pytest.approx(1.15 - 1.00) and np.isfinite(cv["p2_oracle_c1"])
     cv = experiment.claim_values([r for r in rows if r.get("n_steps") not in (20, 200)])[0]
-    assert math.isnan(cv["c2_nll_bound"]) and math.isnan(cv["c3_convergence"])
+    assert all(math.isnan(cv[k]) for k in ("c2_nll_bound", "c3b_convergence_floor", "p3_oracle_c3", "c3_convergence"))
     assert cv["c1_few_steps_sw2"] == pytest.approx(0.6) and cv["c4_hessian_learned"] == pytest.approx(0.2)
+    cv = experiment.claim_values([r for r in rows if not (r["method"] == "B1" and r.get("t") == 0.1)])[0]
+    assert math.isnan(cv["p1_score_learned"])  # one t missing: no maximum over t
+    assert cv["c4b_hessian_vs_jacobian"] == pytest.approx(0.25)
 
 
 def test_claims_in_chapter_yml_are_computed():
-    from pathlib import Path
-
-    import yaml
-
-    path = Path(__file__).resolve().parents[2] / "notebooks" / "likelihood_matching" / "chapter.yml"
-    ids = {c["id"] for c in yaml.safe_load(path.read_text())["claims"]}
-    rows = [dict(kind="hessian", seed=0, method="LM", t=0.3, rel_error=0.2, score_mse=0.1)]
-    assert set(experiment.claim_values(rows)[0]) == ids
+    rows = [dict(kind="hessian", seed=0, method="LM", t=0.3, rel_error=0.2, jac_rel_error=0.3, score_mse=0.1)]
+    assert set(experiment.claim_values(rows)[0]) == _chapter_ids()
 
 
 # ---- graders -----------------------------------------------------------------------------------
@@ -411,3 +507,8 @@ def test_decoupled_objective_has_the_same_value_and_split_gradients():
         method.training_loss(net, x0, t, s, eps, objective).backward()
         grads[objective] = [p.grad.clone() for p in net.parameters()]
     assert any(not torch.allclose(a, b) for a, b in zip(grads["lm"], grads["lm_sg"]))
+    # the diagonal ablation B4 is decoupled the same way
+    assert torch.isclose(method.training_loss(net, x0, t, s, eps, "lm_diag"),
+                         method.training_loss(net, x0, t, s, eps, "lm_diag_sg"), rtol=1e-5)
+    with pytest.raises(ValueError, match="valid"):
+        method.training_loss(net, x0, t, s, eps, "lm_bogus")

@@ -20,19 +20,24 @@ Modules (torch for the network, float64 torch/numpy for the Gaussian algebra):
 * ``task.py``: the toy world. Toy data: the 2-D anisotropic Gaussian mixture (:func:`ring_mixture`,
   :func:`sample_mixture`) and its analytic marginals under the forward process
   (:func:`mixture_at`, :func:`log_pt`, :func:`score_pt`, :func:`hessian_pt`). Metrics:
-  :func:`projection_directions`, :func:`sliced_w2`, :func:`nll_bound` (section 2, DDPM-style KL
-  sum), :func:`hessian_error`.
+  :func:`projection_directions`, :func:`sliced_w2`, :func:`sampling_floor` and :func:`corrected_sw2`
+  (the distance corrected for the finite-sample floor), :func:`nll_bound` (section 2, DDPM-style KL
+  sum), :func:`score_jacobian_hessian` and :func:`hessian_error`.
 * ``theory.py``: theory helpers: :func:`path_identity_check`, :func:`tweedie_quadrature_1d`,
   :func:`gaussian_output_covariance`, :func:`reverse_kl_1d`, :func:`smw_check`.
-* ``experiment.py``: :data:`METHOD_LABELS` (the row labels), :data:`EXPERIMENT_PROFILES`,
-  :func:`train_model` (one network per objective on the toy's data stream), :func:`run_experiment`,
+* ``experiment.py``: :data:`METHOD_LABELS` (the row labels), :data:`ORACLES` (the exact samplers of
+  the calibration), :data:`EXPERIMENT_PROFILES`, :func:`train_model` (one network per objective on
+  the toy's data stream), :func:`oracle_reverse_fns`, :func:`distance_rows`, :func:`run_experiment`,
   :func:`claim_values`.
 * ``exercises.py``: the graders :func:`check_tweedie_moments` and :func:`check_sliced_w2`.
 
-Methods (one row label each): ``LM`` (L^RB objective, sampler of section 6 with score and Hessian),
-``B1`` (DSM epsilon-loss + DDPM ancestral sampler, reverse variance beta_k := sigma_k^2), ``B2`` (the
-same DSM network, posterior variance beta-tilde_k), ``B3`` (LM mean only: C = I in loss and sampler),
-``B4`` (LM with diagonal covariance, r = 0). B1 and B2 share one DSM-trained network per seed.
+Methods (one row label each): ``LM`` (L^RB objective trained with decoupled gradients, sampler of
+section 6 with score and Hessian), ``B1`` (DSM epsilon-loss + DDPM ancestral sampler, reverse
+variance beta_k := sigma_k^2), ``B2`` (the same DSM network, posterior variance beta-tilde_k), ``B3``
+(LM mean only: C = I in loss and sampler), ``B4`` (LM with diagonal covariance, r = 0, decoupled
+gradients), ``LMjoint`` (the same L^RB trained with its plain, coupled gradient: the recipe before the
+revision of issue 17). B1 and B2 share one DSM-trained network per seed. B4 and LMjoint run at the
+paper profile only (the book profile's time budget).
 
 Fidelity notes and resolved ambiguities (ours unless marked):
 
@@ -58,7 +63,13 @@ Fidelity notes and resolved ambiguities (ours unless marked):
   lambda = clamp(raw, -10, 5) + log(1 - alpha_bar_t), L = raw_L sqrt(1 - alpha_bar_t) (ours; the
   digest's clamp is applied to the raw head). D gets + 1e-5 (digest's jitter).
 * LM objective: the Rao-Blackwellised L^RB of section 4 (proposed), averaged over the batch with no
-  time weighting; C = I for the first 10 % of steps (the digest's proposed warm start), for LM and B4.
+  time weighting; C = I for the first 10 % of steps (the digest's proposed warm start), for every
+  objective with a learned covariance.
+* Training recipe (ours, declared in chapter.yml before it was measured): the loss value of L^RB,
+  but the score receives the gradient of the identity-weighted term (B3's) and the covariance heads
+  see the score residual held fixed (``lm_sg``; the stop-gradient of beta-NLL, Seitzer et al. 2022).
+  The minimisers are unchanged; the C^{-1} coupling of the score's gradient, which made the jointly
+  trained score about 4x worse than DSM's at t = 0.1, is removed. LMjoint keeps the coupled gradient.
 * Optimiser: Adam, constant learning rate with cosine decay to 0 over the run (ours), no clipping;
   fresh mixture samples every step (infinite data).
 * Samplers: every method draws from its own reverse Gaussian at every step, the last (s = 0)

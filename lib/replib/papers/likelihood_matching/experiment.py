@@ -17,6 +17,7 @@ from .method import (
     LMNet,
     _t,
     alpha_bar,
+    exact_reverse_fn,
     model_reverse_fn,
     posterior_variance,
     sample,
@@ -26,50 +27,59 @@ from .method import (
 )
 from .task import (
     _gauss_terms,
+    corrected_sw2,
     hessian_error,
     hessian_pt,
     nll_bound,
     ring_mixture,
     sample_mixture,
+    sampling_floor,
     score_pt,
     sliced_w2,
 )
 
 __all__ = [
-    "METHOD_LABELS", "EXPERIMENT_PROFILES", "train_model", "run_experiment", "claim_values",
+    "METHOD_LABELS", "ORACLES", "EXPERIMENT_PROFILES", "train_model", "oracle_reverse_fns", "distance_rows", "oracle_rows",
+    "run_experiment", "claim_values",
 ]
 
 METHOD_LABELS = {
-    "LM": "LM (score + Hessian)",
+    "LM": "LM (score + Hessian, decoupled gradients)",
     "B1": "DSM + DDPM, beta_k",
     "B2": "DSM + DDPM, beta-tilde_k",
     "B3": "LM mean only (C = I)",
     "B4": "LM diagonal (r = 0)",
-    "LMsg": "LM, decoupled gradients (ours)",
+    "LMjoint": "LM, jointly coupled gradients",
 }
+#: the exact samplers of the calibration: analytic score and Hessian, LM's matched covariance or
+#: B1's / B2's isotropic variance (:func:`replib.papers.likelihood_matching.method.exact_reverse_fn`)
+ORACLES = {"LM*": "LM", "B1*": "beta", "B2*": "beta_tilde"}
+C1_STEPS, C3_STEPS = 10, 200  # the grid points of claims c1b and c3b (c2's is N = 20)
 
 EXPERIMENT_PROFILES = {
-    # N = 20 and 200 are the grid points of claims c2 and c3 (N = 10 is c1's)
+    # N = 20 and 200 are the grid points of claims c2 and c3b (N = 10 is c1b's, on its own n_claim
+    # samples); floor_draws fresh target samples estimate each sampling floor
     "smoke": dict(seeds=[0], train_steps=150, batch_size=256, lr=2e-3, n_samples=500, n_nll=200,
                   n_steps_grid=[5, 10, 20, 200], methods=["LM", "B1", "B2", "B3"], rank=1,
-                  hess_ts=[0.1, 0.3, 0.6], n_hess=200, ellipse_t=0.3),
-    "book": dict(seeds=[0, 1, 2], train_steps=1500, batch_size=256, lr=2e-3, n_samples=4000, n_nll=2000,
-                 n_steps_grid=[5, 10, 20, 50, 200], methods=["LM", "B1", "B2", "B3", "B4", "LMsg"], rank=1,
-                 hess_ts=[0.1, 0.3, 0.6], n_hess=1000, ellipse_t=0.3),
-    "paper": dict(seeds=[0, 1, 2, 3, 4], train_steps=3000, batch_size=256, lr=2e-3, n_samples=4000, n_nll=2000,
-                  n_steps_grid=[5, 10, 20, 50, 200], methods=["LM", "B1", "B2", "B3", "B4", "LMsg"], rank=1,
-                  hess_ts=[0.05, 0.1, 0.2, 0.3, 0.45, 0.6, 0.8], n_hess=1000, ellipse_t=0.3),
+                  hess_ts=[0.1, 0.3, 0.6], n_hess=200, ellipse_t=0.3, n_claim=2000, floor_draws=2),
+    "book": dict(seeds=[0, 1, 2], train_steps=3000, batch_size=256, lr=2e-3, n_samples=4000, n_nll=2000,
+                 n_steps_grid=[5, 10, 20, 50, 200], methods=["LM", "B1", "B2", "B3"], rank=1,
+                 hess_ts=[0.1, 0.3, 0.6], n_hess=1000, ellipse_t=0.3, n_claim=40000, floor_draws=4),
+    "paper": dict(seeds=[0, 1, 2, 3, 4], train_steps=6000, batch_size=256, lr=2e-3, n_samples=4000, n_nll=2000,
+                  n_steps_grid=[5, 10, 20, 50, 200], methods=["LM", "B1", "B2", "B3", "B4", "LMjoint"], rank=1,
+                  hess_ts=[0.05, 0.1, 0.2, 0.3, 0.45, 0.6, 0.8], n_hess=1000, ellipse_t=0.3, n_claim=40000,
+                  floor_draws=4),
 }
 
 
 def train_model(objective: str, seed: int = 0, steps: int = 1500, batch_size: int = 256, lr: float = 2e-3,
                 n_steps_grid=(5, 10, 20, 50, 200), rank: int = 1, warmup_frac: float = 0.1,
                 mix: dict | None = None) -> tuple[LMNet, dict]:
-    """Train one :class:`LMNet` with ``objective`` (``dsm``, ``lm``, ``lm_mean``, ``lm_diag``): Adam,
+    """Train one :class:`LMNet` with ``objective`` (see :func:`training_loss`): Adam,
     cosine-decayed lr, fresh mixture samples each step; t ~ U(0, 1], Delta = 1/N with N uniform over
     ``n_steps_grid``, s = max(t - Delta, 0) (proposed). The data stream depends on ``seed`` only, so
     every objective sees the same (x0, t, Delta, eps). C = I for the first ``warmup_frac`` of the
-    steps for ``lm``/``lm_diag`` (the digest's proposed warm start). Returns (net, info) with info
+    steps for the objectives with a learned covariance (the digest's proposed warm start). Returns (net, info) with info
     dict(seconds, final_loss)."""
     mix = ring_mixture() if mix is None else mix
     net = LMNet(d=mix["means"].shape[1], rank=rank, seed=seed)
@@ -77,7 +87,7 @@ def train_model(objective: str, seed: int = 0, steps: int = 1500, batch_size: in
     grid = torch.as_tensor([1.0 / n for n in n_steps_grid], dtype=torch.float32)
     opt = torch.optim.Adam(net.parameters(), lr=lr)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(int(steps), 1))
-    warm = int(round(warmup_frac * steps)) if objective in ("lm", "lm_diag", "lm_sg") else 0
+    warm = int(round(warmup_frac * steps)) if objective not in ("dsm", "lm_mean") else 0
     start = time.perf_counter()
     losses = []
     for k in range(int(steps)):
@@ -118,27 +128,75 @@ def _ellipses(net: LMNet, mix: dict, t: float, n_steps: int = 10, n_points: int 
     return out
 
 
+def oracle_reverse_fns(mix: dict) -> dict:
+    """The exact samplers of :data:`ORACLES` for the mixture ``mix`` (analytic score and Hessian)."""
+    def score_fn(x, t):
+        return score_pt(mix, x, t)
+
+    def hess_fn(x, t):
+        return hessian_pt(mix, x, t)
+
+    return {name: exact_reverse_fn(score_fn, hess_fn, variance) for name, variance in ORACLES.items()}
+
+
+def distance_rows(fns: dict, n_steps: int, target, floor2: float, seed: int) -> list[dict]:
+    """For each reverse function of ``fns`` ({name: fn}): ``len(target)`` samples with ``n_steps``
+    steps and their sliced W2 to ``target``, with the target's sampling floor ``floor2``
+    (:func:`~replib.papers.likelihood_matching.task.sampling_floor`). Rows of kind "distance"."""
+    return [dict(kind="distance", seed=seed, method=name, n_steps=int(n_steps), n_points=len(target),
+                 sw2=sliced_w2(sample(fn, len(target), n_steps, seed=seed), target), floor2=floor2)
+            for name, fn in fns.items()]
+
+
+def _targets(mix: dict, cfg, seed: int) -> dict:
+    """The seed's target samples and their sampling floors: ``target`` (``n_samples``, the grid's) and
+    ``claim_target`` (``n_claim``, the N = 10 claim's), with ``floor2`` and ``claim_floor2``."""
+    target = sample_mixture(mix, cfg.n_samples, np.random.default_rng(60_000 + seed))
+    claim_target = sample_mixture(mix, cfg.n_claim, np.random.default_rng(65_000 + seed))
+    return dict(target=target, floor2=sampling_floor(mix, target, cfg.floor_draws, seed),
+                claim_target=claim_target, claim_floor2=sampling_floor(mix, claim_target, cfg.floor_draws, 1_000 + seed))
+
+
+def oracle_rows(mix: dict, cfg, seed: int, targets: dict | None = None) -> list[dict]:
+    """The calibration of claims c1b and c3b on one seed (preconditions p2, p3): the exact samplers
+    of :data:`ORACLES` with N = 10 on ``n_claim`` samples, and LM* and B2* with N = 200 on
+    ``n_samples`` samples, against the seed's targets (:func:`distance_rows`)."""
+    targets = _targets(mix, cfg, seed) if targets is None else targets
+    oracles = oracle_reverse_fns(mix)
+    rows = distance_rows(oracles, C1_STEPS, targets["claim_target"], targets["claim_floor2"], seed)
+    if C3_STEPS in [int(n) for n in cfg.n_steps_grid]:
+        rows += distance_rows({k: oracles[k] for k in ("LM*", "B2*")}, C3_STEPS, targets["target"],
+                              targets["floor2"], seed)
+    return rows
+
+
 def run_experiment(cfg, progress=None, threads: int = 1):
     """Every method of ``cfg.methods`` on every seed (``cfg``: a profile namespace with seeds,
     train_steps, batch_size, lr, n_samples, n_nll, n_steps_grid, methods, rank, hess_ts, n_hess,
-    ellipse_t). Per seed: one network per objective needed (DSM shared by B1/B2), trained by
-    :func:`train_model`; then for every method and N in ``n_steps_grid``: ``n_samples`` samples
-    (:func:`sample`) against ``n_samples`` fresh target draws (SW2, 64 fixed projections) and the NLL
-    bound on ``n_nll`` held-out points; then Hessian error and score MSE at ``hess_ts`` for each
-    method's network. Runs inside :func:`compute_threads` (``threads``).
+    ellipse_t, n_claim, floor_draws). Per seed: one network per objective needed (DSM shared by
+    B1/B2), trained by :func:`train_model`; then for every method and N in ``n_steps_grid``:
+    ``n_samples`` samples (:func:`sample`) against ``n_samples`` fresh target draws (SW2, 64 fixed
+    projections) and the NLL bound on ``n_nll`` held-out points; then Hessian errors and score MSE at
+    ``hess_ts`` for each method's network. The claims' distances: LM, B1 and B2 and the exact
+    samplers of :data:`ORACLES` with N = 10 on ``n_claim`` samples against ``n_claim`` target draws,
+    and the exact LM* and B2* with N = 200 on ``n_samples`` samples against the grid's target; each
+    target's sampling floor from ``floor_draws`` fresh samples. Runs inside :func:`compute_threads`
+    (``threads``).
 
-    Returns ``(rows, extras)``. rows: dicts with ``kind`` "sampling" (seed, method, n_steps, sw2, nll,
-    sample_seconds) or "hessian" (seed, method, t, rel_error, score_mse; rel_error NaN for B1-B3,
-    whose covariance heads are untrained). extras: ``mixture``, ``target`` (first seed's target
-    draws), ``samples`` ({(method, N): array}, first seed), ``ellipses`` (first seed, LM network),
-    ``train`` (list of dicts seed, objective, seconds, final_loss)."""
+    Returns ``(rows, extras)``. rows: dicts with ``kind`` "sampling" (seed, method, n_steps, sw2,
+    floor2, nll, sample_seconds), "distance" (seed, method, n_steps, n_points, sw2, floor2; see
+    :func:`distance_rows`) or "hessian" (seed, method, t, rel_error, jac_rel_error, score_mse;
+    rel_error NaN for B1-B3, whose covariance heads are untrained). extras: ``mixture``, ``target``
+    (first seed's target draws), ``samples`` ({(method, N): array}, first seed), ``ellipses`` (first
+    seed, LM network), ``train`` (list of dicts seed, objective, seconds, final_loss), ``oracle_seconds``
+    (per seed)."""
     methods = list(cfg.methods)
     for m in methods:
         if m not in METHODS:
             raise ValueError(f"unknown method {m!r}")
     mix = ring_mixture()
     rows: list[dict] = []
-    extras: dict = dict(mixture=mix, samples={}, target=None, ellipses=[], train=[])
+    extras: dict = dict(mixture=mix, samples={}, target=None, ellipses=[], train=[], oracle_seconds=[])
     grid = [int(n) for n in cfg.n_steps_grid]
     with compute_threads(threads):
         jobs = list(cfg.seeds)
@@ -149,26 +207,33 @@ def run_experiment(cfg, progress=None, threads: int = 1):
                 net, info = train_model(obj, seed, cfg.train_steps, cfg.batch_size, cfg.lr, grid, cfg.rank, mix=mix)
                 nets[obj] = net
                 extras["train"].append(dict(seed=seed, objective=obj, **info))
-            target = sample_mixture(mix, cfg.n_samples, np.random.default_rng(60_000 + seed))
+            targets = _targets(mix, cfg, seed)
+            target, floor2 = targets["target"], targets["floor2"]
             test = sample_mixture(mix, cfg.n_nll, np.random.default_rng(70_000 + seed))
             if seed == cfg.seeds[0]:
                 extras["target"] = target
-                if "lm" in nets:
-                    extras["ellipses"] = _ellipses(nets["lm"], mix, cfg.ellipse_t, seed=seed)
+                if "lm_sg" in nets:
+                    extras["ellipses"] = _ellipses(nets["lm_sg"], mix, cfg.ellipse_t, seed=seed)
+            t0 = time.perf_counter()
+            rows += oracle_rows(mix, cfg, seed, targets)
+            extras["oracle_seconds"].append(time.perf_counter() - t0)
+            trained = {m: model_reverse_fn(nets[OBJECTIVE_OF[m]], m) for m in methods}
+            rows += distance_rows({m: trained[m] for m in ("LM", "B1", "B2") if m in trained}, C1_STEPS,
+                                  targets["claim_target"], targets["claim_floor2"], seed)
             for m in methods:
-                fn = model_reverse_fn(nets[OBJECTIVE_OF[m]], m)
+                fn = trained[m]
                 for N in grid:
                     t0 = time.perf_counter()
                     X = sample(fn, cfg.n_samples, N, seed=seed)
                     sec = time.perf_counter() - t0
                     rows.append(dict(kind="sampling", seed=seed, method=m, n_steps=N, sw2=sliced_w2(X, target),
-                                     nll=nll_bound(fn, test, N, seed=seed), sample_seconds=sec))
+                                     floor2=floor2, nll=nll_bound(fn, test, N, seed=seed), sample_seconds=sec))
                     if seed == cfg.seeds[0]:
                         extras["samples"][(m, N)] = X
-                rank = {"LM": None, "LMsg": None, "B4": 0}.get(m)
+                rank = {"LM": None, "LMjoint": None, "B4": 0}.get(m)
                 for t in cfg.hess_ts:
                     he = hessian_error(nets[OBJECTIVE_OF[m]], mix, t, cfg.n_hess, seed, rank=rank)
-                    if m not in ("LM", "LMsg", "B4"):
+                    if m not in ("LM", "LMjoint", "B4"):
                         he["rel_error"] = float("nan")
                     rows.append(dict(kind="hessian", seed=seed, method=m, t=float(t), **he))
     return rows, extras
@@ -179,43 +244,78 @@ def _records(obj) -> list[dict]:
     return obj.to_dict("records") if hasattr(obj, "to_dict") else list(obj)
 
 
+def _ratio(num: float, den: float) -> float:
+    """num / den, NaN where either is NaN or den is 0."""
+    return num / den if den == den and num == num and den != 0 else float("nan")
+
+
+def _nan_min(*values: float) -> float:
+    """min(values), NaN where any is NaN (the builtin's result would depend on the order)."""
+    return float("nan") if any(v != v for v in values) else min(values)
+
+
 def claim_values(rows, method: str = "LM") -> dict:
     """Per-seed values of the claims of ``chapter.yml`` from :func:`run_experiment`'s rows (list of
-    dicts or DataFrame); NaN where a needed method / N / t is absent. Returns {seed: {claim_id: value}}:
-    c1_few_steps_sw2 = SW2(LM, 10) / min(SW2(B1, 10), SW2(B2, 10));
+    dicts or DataFrame); NaN where a needed method / N / t is absent. With corr(m, N) the
+    floor-corrected SW2 (:func:`corrected_sw2`) of m's "distance" row at N, and gap(m, m', N) =
+    |SW2(m, N)^2 - SW2(m', N)^2| / floor, returns {seed: {claim_id: value}}:
+
+    p1_score_learned = max over t in {0.1, 0.3} of score MSE(LM, t) / score MSE(B1, t);
+    p2_oracle_c1 = corr(LM*, 10) / min(corr(B1*, 10), corr(B2*, 10)) (exact samplers);
+    p3_oracle_c3 = gap(LM*, B2*, 200) (exact samplers);
+    c1b_few_steps_corrected = corr(LM, 10) / min(corr(B1, 10), corr(B2, 10));
     c2_nll_bound = min(NLL(B1, 20), NLL(B3, 20)) - NLL(LM, 20);
-    c3_convergence = |SW2(LM, 200) - SW2(B2, 200)| / SW2(B2, 200);
-    c4_hessian_learned = LM's mean relative Frobenius error at t = 0.3.
-    ``method`` replaces LM by another method in every formula (e.g. the exploratory "LMsg")."""
+    c3b_convergence_floor = gap(LM, B2, 200) on the "sampling" rows;
+    c4b_hessian_vs_jacobian = LM's Hessian error at t = 0.3 / that of the DSM network's score Jacobian;
+    and the claims as posed before this revision (measurements now): c1_few_steps_sw2 = SW2(LM, 10) /
+    min(SW2(B1, 10), SW2(B2, 10)); c3_convergence = |SW2(LM, 200) - SW2(B2, 200)| / SW2(B2, 200);
+    c4_hessian_learned = LM's Hessian error at t = 0.3.
+    ``method`` replaces LM by another method in every formula of a trained network (e.g. "LMjoint")."""
     nan = float("nan")
     samp: dict = {}
+    dist: dict = {}
     hess: dict = {}
     seeds = []
     for r in _records(rows):
         if r["seed"] not in seeds:
             seeds.append(r["seed"])
-        if r.get("kind", "sampling") == "hessian":
-            hess[(r["seed"], r["method"], round(float(r["t"]), 6))] = float(r["rel_error"])
+        kind = r.get("kind", "sampling")
+        if kind == "hessian":
+            hess[(r["seed"], r["method"], round(float(r["t"]), 6))] = r
+        elif kind == "distance":
+            dist[(r["seed"], r["method"], int(r["n_steps"]))] = r
         else:
             samp[(r["seed"], r["method"], int(r["n_steps"]))] = r
     out = {}
     for seed in seeds:
 
-        def g(m, n, key, seed=seed):
-            r = samp.get((seed, m, n))
-            return float(r[key]) if r is not None else nan
+        def g(table, m, key_, key, seed=seed):
+            r = table.get((seed, m, key_))
+            return float(r[key]) if r is not None and key in r else nan
 
-        b = min(g("B1", 10, "sw2"), g("B2", 10, "sw2")) if not (math.isnan(g("B1", 10, "sw2")) or math.isnan(g("B2", 10, "sw2"))) else nan
-        c1 = g(method, 10, "sw2") / b if b == b and b != 0 else nan
-        c2 = min(g("B1", 20, "nll"), g("B3", 20, "nll")) - g(method, 20, "nll")
-        if math.isnan(g("B1", 20, "nll")) or math.isnan(g("B3", 20, "nll")):
-            c2 = nan
-        b2 = g("B2", 200, "sw2")
-        c3 = abs(g(method, 200, "sw2") - b2) / b2 if b2 == b2 and b2 != 0 else nan
+        def corr(m, n):
+            return corrected_sw2(g(dist, m, n, "sw2"), g(dist, m, n, "floor2"))
+
+        def ratio_to_best(m, b1, b2, n):
+            return _ratio(corr(m, n), _nan_min(corr(b1, n), corr(b2, n)))
+
+        def gap(table, m, ref, n):
+            return _ratio(abs(g(table, m, n, "sw2") ** 2 - g(table, ref, n, "sw2") ** 2), g(table, ref, n, "floor2"))
+
+        score_ratios = [_ratio(g(hess, method, t, "score_mse"), g(hess, "B1", t, "score_mse")) for t in (0.1, 0.3)]
+        b = _nan_min(g(samp, "B1", C1_STEPS, "sw2"), g(samp, "B2", C1_STEPS, "sw2"))
+        c2 = _nan_min(g(samp, "B1", 20, "nll"), g(samp, "B3", 20, "nll")) - g(samp, method, 20, "nll")
+        b2 = g(samp, "B2", C3_STEPS, "sw2")
         out[seed] = {
-            "c1_few_steps_sw2": float(c1),
+            "p1_score_learned": -_nan_min(*(-v for v in score_ratios)),
+            "p2_oracle_c1": float(ratio_to_best("LM*", "B1*", "B2*", C1_STEPS)),
+            "p3_oracle_c3": float(gap(dist, "LM*", "B2*", C3_STEPS)),
+            "c1b_few_steps_corrected": float(ratio_to_best(method, "B1", "B2", C1_STEPS)),
             "c2_nll_bound": float(c2),
-            "c3_convergence": float(c3),
-            "c4_hessian_learned": hess.get((seed, method, 0.3), nan),
+            "c3b_convergence_floor": float(gap(samp, method, "B2", C3_STEPS)),
+            "c4b_hessian_vs_jacobian": float(_ratio(g(hess, method, 0.3, "rel_error"), g(hess, "B1", 0.3, "jac_rel_error"))),
+            "c1_few_steps_sw2": float(_ratio(g(samp, method, C1_STEPS, "sw2"), b)),
+            "c3_convergence": float(_ratio(abs(g(samp, method, C3_STEPS, "sw2") - b2), b2)),
+            "c4_hessian_learned": g(hess, method, 0.3, "rel_error"),
         }
     return out

@@ -21,9 +21,11 @@ __all__ = [
 ]
 
 BETA_MIN, BETA_MAX = 0.1, 20.0
-METHODS = ["LM", "B1", "B2", "B3", "B4", "LMsg"]
-#: which trained network each method uses
-OBJECTIVE_OF = {"LM": "lm", "B1": "dsm", "B2": "dsm", "B3": "lm_mean", "B4": "lm_diag", "LMsg": "lm_sg"}
+METHODS = ["LM", "B1", "B2", "B3", "B4", "LMjoint"]
+#: which trained network each method uses: LM and B4 train with decoupled gradients (the recipe
+#: declared in chapter.yml); LMjoint is the earlier, jointly coupled training of the same loss
+OBJECTIVE_OF = {"LM": "lm_sg", "B1": "dsm", "B2": "dsm", "B3": "lm_mean", "B4": "lm_diag_sg", "LMjoint": "lm"}
+OBJECTIVES = ("dsm", "lm", "lm_diag", "lm_mean", "lm_sg", "lm_diag_sg")
 JITTER = 1e-5
 
 
@@ -181,14 +183,15 @@ def training_loss(net: LMNet, x0, t, s, eps, objective: str, identity_cov: bool 
 
     * ``dsm``: ||eps_theta - eps||^2 (B1/B2; standard epsilon-loss, uniform in t).
     * ``lm``: L^RB of section 4 (proposed) with C = D + W W^T (section 5), via SMW.
-    * ``lm_diag``: the same with W = 0 (B4, r = 0).
+    * ``lm_diag``: the same with W = 0 (r = 0).
     * ``lm_mean``: L^RB with C = I, i.e. 1/2 sigma^2 / (1 - alpha_bar_t) ||eps_theta - eps||^2 (B3).
-    * ``lm_sg`` (ours, exploratory, not the paper's): the same value as ``lm``, but the score's
-      gradient is that of the identity-weighted term 1/2 sigma^2 / (1 - alpha_bar_t) ||eps_theta -
-      eps||^2 (B3's), and the covariance heads see the residual held fixed: the analogue of beta-NLL
-      (Seitzer et al., 2022) for the mean-variance coupling of Gaussian likelihoods, where a poor
-      score inflates C and C^{-1} then down-weights the score's own error. Both minimisers (the true
-      score, C*) are unchanged.
+    * ``lm_sg`` (the training recipe of LM in this chapter, ours, not the paper's): the same value as
+      ``lm``, but the score's gradient is that of the identity-weighted term 1/2 sigma^2 / (1 -
+      alpha_bar_t) ||eps_theta - eps||^2 (B3's), and the covariance heads see the residual held
+      fixed: the analogue of beta-NLL (Seitzer et al., 2022) for the mean-variance coupling of
+      Gaussian likelihoods, where a poor score inflates C and C^{-1} then down-weights the score's
+      own error. Both minimisers (the true score, C*) are unchanged.
+    * ``lm_diag_sg``: ``lm_diag`` with the same decoupled gradients (B4).
     ``identity_cov=True`` forces C = I (the warm start of LM/B4). In terms of eps, sigma^2 (s_theta -
     s_0) = -sigma^2 / sqrt(1 - alpha_bar_t) (eps_theta - eps), s_0 = -eps / sqrt(1 - alpha_bar_t)."""
     ab = alpha_bar(t.double()).float()
@@ -202,14 +205,15 @@ def training_loss(net: LMNet, x0, t, s, eps, objective: str, identity_cov: bool 
     v = (out["eps"].double() - eps.double())
     if objective == "lm_mean" or identity_cov:
         return (0.5 * sig2 / (1 - abd) * (v * v).sum(-1)).mean().float()
-    if objective not in ("lm", "lm_diag", "lm_sg"):
-        raise ValueError(f"unknown objective {objective!r}")
-    L = out["L"][..., :0] if objective == "lm_diag" else out["L"]
+    if objective not in OBJECTIVES:
+        raise ValueError(f"unknown objective {objective!r}; valid: {', '.join(OBJECTIVES)}")
+    L = out["L"][..., :0] if objective.startswith("lm_diag") else out["L"]
     D, W, kappa = covariance_factors(out["lam"], L, td, sd)
-    logdet, quad, tr = smw_terms(D, W, v)
-    if objective == "lm_sg":  # same value; the score's gradient is the identity-weighted one
-        vd = v.detach()
-        quad = smw_terms(D, W, vd)[1] + (v * v).sum(-1) - (vd * vd).sum(-1)
+    decoupled = objective.endswith("_sg")
+    vd = v.detach() if decoupled else v
+    logdet, quad, tr = smw_terms(D, W, vd)
+    if decoupled:  # same value; the score's gradient is the identity-weighted one
+        quad = quad + (v * v).sum(-1) - (vd * vd).sum(-1)
     # sigma^2 (s - s0)^T C^-1 (s - s0) = sigma^2 / (1 - ab) v^T C^-1 v
     loss = 0.5 * logdet + 0.5 * sig2 / (1 - abd) * quad + 0.5 * kappa * tr
     return loss.mean().float()
@@ -242,7 +246,7 @@ def isotropic_reverse(mean, t, s, variance: str, for_nll: bool = False):
 
 def model_reverse_fn(net: LMNet, method: str):
     """The reverse Gaussian of ``method`` with network ``net`` (section 3 mean m = (x + sigma^2
-    s_theta)/a for every method): LM (and LMsg): g = sigma^2/a^2, C = D + W W^T (sections 5-6); B4:
+    s_theta)/a for every method): LM (and LMjoint): g = sigma^2/a^2, C = D + W W^T (sections 5-6); B4:
     the same with W = 0; B1, B2, B3: :func:`isotropic_reverse`."""
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}")
@@ -255,7 +259,7 @@ def model_reverse_fn(net: LMNet, method: str):
         mean = (x + sig2 * out["score"]) / a
         if method in ISOTROPIC:
             return isotropic_reverse(mean, t, s, ISOTROPIC[method], for_nll)
-        L = out["L"] if method in ("LM", "LMsg") else out["L"][..., :0]
+        L = out["L"] if method in ("LM", "LMjoint") else out["L"][..., :0]
         tt = torch.full((n,), float(t), dtype=torch.float64)
         D, W, _ = covariance_factors(out["lam"], L, tt, torch.full_like(tt, float(s)))
         return mean, sig2 / a**2, D, W
