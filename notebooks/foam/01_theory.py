@@ -202,6 +202,8 @@ for h_const in (1.0, 1.5, 3.0):
 # - FOAM should approach the loss of frequent refreshes with far fewer eigendecompositions, and beat
 #   a fixed cadence that uses a similar number of them.
 # - Without refreshes, adaptive damping alone should not be enough: the eigenbasis itself goes stale.
+# - Adaptive damping should matter on its own: at the same number of eigendecompositions, FOAM should
+#   beat refreshing whenever $h$ exceeds a (higher) target with the damping kept at its floor.
 #
 # ## Summary
 #

@@ -148,7 +148,8 @@ assert method.controller_step(200.0, 1.5, eps0, eps_max, tau) == (1.0, True)  # 
 # refreshes every $f$ steps with $\epsilon_0$; FOAM checks every $f = 10$ steps and, in its reuse
 # branch, changes only $\epsilon$ (the stale eigenvalues are kept: updating them would be a different
 # method). The ablations drop one part each: no refresh after the first (the damping still adapts,
-# clipped at the cap), or no adaptive damping (refresh whenever $h > \tau$).
+# clipped at the cap), or no adaptive damping (refresh whenever $h > \tau$; the experiment also runs
+# it with a higher $\tau$ that matches FOAM's number of eigendecompositions).
 
 # %%
 core.show_source(method.ShampooOptimizer._maintain)

@@ -168,29 +168,34 @@ class Policy:
 
 def policy(name: str) -> Policy:
     """The :class:`Policy` of a configuration name: ``stale_f<f>``, ``foam``, ``foam_f<f>`` (other
-    check cadence), ``foam_no_refresh``, ``foam_no_adaptive_eps`` or ``adam``."""
+    check cadence), ``foam_no_refresh``, ``foam_no_adaptive_eps``, ``foam_no_adaptive_eps_tau<tau>``
+    (ablation (a) with its own refresh threshold, e.g. ``foam_no_adaptive_eps_tau4``) or ``adam``."""
     m = re.fullmatch(r"stale_f(\d+)", name)
     if m:
         return Policy("stale", f=int(m.group(1)))
     m = re.fullmatch(r"foam_f(\d+)", name)
     if m:
         return Policy("foam", f=int(m.group(1)))
+    m = re.fullmatch(r"foam_no_adaptive_eps_tau(\d+(?:\.\d+)?)", name)
+    if m:
+        return Policy("foam_no_adaptive_eps", tau=float(m.group(1)))
     if name in ("foam", "foam_no_refresh", "foam_no_adaptive_eps", "adam"):
         return Policy(name)
     raise ValueError(
         f"unknown configuration {name!r}; valid: stale_f<f>, foam, foam_f<f>, foam_no_refresh, "
-        "foam_no_adaptive_eps, adam"
+        "foam_no_adaptive_eps, foam_no_adaptive_eps_tau<tau>, adam"
     )
 
 
 def config_label(name: str) -> str:
-    """A display label: "stale f=10", "FOAM", "FOAM w/o refresh", "FOAM w/o adaptive eps", "Adam"."""
+    """A display label: "stale f=10", "FOAM", "FOAM w/o refresh", "FOAM w/o adaptive eps" (with
+    ", tau=4" when its tau is not :data:`TAU`), "Adam"."""
     pol = policy(name)
     return {
         "stale": f"stale f={pol.f}",
         "foam": "FOAM" if pol.f == CHECK_EVERY else f"FOAM f={pol.f}",
         "foam_no_refresh": "FOAM w/o refresh",
-        "foam_no_adaptive_eps": "FOAM w/o adaptive eps",
+        "foam_no_adaptive_eps": "FOAM w/o adaptive eps" + ("" if pol.tau == TAU else f", tau={pol.tau:g}"),
         "adam": "Adam",
     }[pol.kind]
 
@@ -207,7 +212,8 @@ def stale_evd_count(steps: int, f: int) -> int:
 class KroneckerFactor:
     """One Kronecker factor (L or R) of one block: the EMA statistic (unnormalised, ``stat``), the
     cached eigenbasis ``Q`` and raw eigenvalues ``d`` of the last refresh, the damping ``eps`` in use
-    and the cached root ``root`` = Q (diag(d) + eps I)^{-1/p} Q^T; counts ``evds`` and ``eigh_seconds``.
+    and the cached root ``root`` = Q (diag(d) + eps I)^{-1/p} Q^T; counts ``evds``, ``eigh_seconds``,
+    FOAM ``checks`` and ``check_refreshes`` (the checks that ended in an EVD).
     """
 
     def __init__(self, name: str, dim: int, p: int = P_ROOT):
@@ -220,6 +226,8 @@ class KroneckerFactor:
         self.root: np.ndarray | None = None
         self.evds = 0
         self.eigh_seconds = 0.0
+        self.checks = 0
+        self.check_refreshes = 0
 
     def refresh(self, F_bar, eps: float) -> None:
         """Fresh EVD of the bias-corrected factor (timed), damping ``eps``, rebuilt root."""
@@ -375,6 +383,7 @@ class ShampooOptimizer(AdamOptimizer):
             fac.refresh(F_bar, pol.eps0)
             return
         self.checks += 1
+        fac.checks += 1
         eps_prev = fac.eps
         h, rc, alpha = foam_proxy(fac.Q, fac.d, F_bar, eps_prev, pol.p)
         if pol.kind == "foam":
@@ -384,6 +393,7 @@ class ShampooOptimizer(AdamOptimizer):
         else:  # foam_no_adaptive_eps
             eps_next, refresh = pol.eps0, h > pol.tau
         if refresh:
+            fac.check_refreshes += 1
             fac.refresh(F_bar, pol.eps0)
         else:
             fac.rebuild(eps_next)
