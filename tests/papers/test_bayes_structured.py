@@ -446,6 +446,45 @@ def test_lenient_set_parser_reads_repeats_once():
     assert toy.parse("sets", enc(["A", "C", "A", "<eos>"])) is None
 
 
+def test_judged_reader_is_lenient_on_sets_only():
+    enc = toy.encode
+    assert toy.interpret("sets", enc(["C", "A", "C", "<eos>"])).tolist() == [True, False, True] + [False] * 7
+    assert toy.interpret("sets", enc(["C", "A"])) is None
+    assert toy.interpret("ratings", enc(["0", "7", "<eos>"])) == 7
+    assert toy.interpret("ratings", enc(["7", "7", "7", "<eos>"])) is None
+    assert toy.interpret("labels", enc(["navy", "<eos>"])) == 1
+    with pytest.raises(ValueError):
+        toy.interpret("graphs", enc(["A", "<eos>"]))
+
+
+def test_string_majority_with_a_reader():
+    enc = toy.encode
+    repeat, single = enc(["A", "A", "<eos>"]), enc(["B", "<eos>"])
+    answers = [repeat, repeat, single]
+    assert baselines.string_majority(answers, "sets") == single  # the strict parser rejects the repeats
+    assert baselines.string_majority(answers, "sets", phi=toy.parse_set_lenient) == repeat
+
+
+def test_decisions_under_both_readers():
+    """One set prompt: two samples repeat an item, one does not; greedy repeats, the beams do not."""
+    enc = toy.encode
+    pad = lambda ids: ids + [toy.PAD] * (toy.max_answer_tokens("sets") - len(ids))  # noqa: E731
+    answers = np.array([pad(enc(["A", "B", "A", "<eos>"])), pad(enc(["A", "B", "B", "<eos>"])),
+                        pad(enc(["C", "<eos>"]))])
+    decodes = {"greedy": answers[0], "beam": np.array(pad(enc(["C", "<eos>"]))),
+               "equal beam": np.array(pad(enc(["A", "<eos>"])))}
+    truth = np.arange(method.N_ITEMS) < 2  # {A, B}
+    judged = experiment._decisions("sets", answers, decodes, truth, [1, 3], "judged")
+    strict = experiment._decisions("sets", answers, decodes, truth, [1, 3], "strict")
+    assert judged["parsed samples"] == 3 and strict["parsed samples"] == 1
+    assert judged["loss bayes"] == 0.0 and judged["loss greedy"] == 0.0  # {A, B} from 2 of 3 samples
+    assert strict["loss bayes"] == 3.0 and strict["loss greedy"] == 10.0  # only {C} is left; greedy unparsable
+    assert judged["loss beam"] == strict["loss beam"] == 3.0 and judged["loss equal beam"] == 1.0
+    assert judged["size bayes"] == 2 and judged["size truth"] == 2
+    assert judged["bayesian risk"] == pytest.approx(3 * (1 / 3) + 0)  # q = (2/3, 2/3, 1/3): three items
+    assert judged["loss bayes N=1"] == 0.0 and strict["loss bayes N=1"] == 10.0  # strict falls back to greedy
+
+
 def test_pipeline_gives_every_declared_claim_and_is_deterministic():
     from replib import core
 
@@ -473,32 +512,34 @@ def _hand_made_results():
     other_scores = {"semantic entropy": [0.3, 0.2, 0.1], "distinct answers": [3, 1, 2], "beam nll": [5.0, 4.0, 6.0]}
     nan = float("nan")
     # seed 3
-    add(3, "sets", **{"loss greedy": [9, 9, 9], "loss beam": [2, 4, 6], "loss string majority": [5, 5, 5],
-                      "loss medoid": [1, 2, 3], "loss bayes": [0, 1, 2],
-                      "size beam": [2, nan, 4], "size truth": [3, 5, 6],
+    add(3, "sets", **{"loss greedy": [9, 9, 9], "loss beam": [7, 7, 7], "loss equal beam": [2, 4, 6],
+                      "loss string majority": [5, 5, 5], "loss medoid": [1, 2, 3], "loss bayes": [0, 1, 2],
+                      "size beam": [1, 1, 1], "size equal beam": [2, nan, 4], "size truth": [3, 5, 6],
                       "bayesian risk": [1.0, 2.0, 3.0], "predictive entropy": [3.0, 1.0, 2.0],
                       "loss bayes N=1": [2, 3, 4], "loss bayes N=3": [0, 1, 2]}, **other_scores)
-    add(3, "ratings", **{"loss greedy": [3.0, 3.0, 3.0], "loss beam": [2.0, 2.0, 2.0],
+    add(3, "ratings", **{"loss greedy": [3.0, 3.0, 3.0], "loss beam": [9.0, 9.0, 9.0], "loss equal beam": [2.0, 2.0, 2.0],
                          "loss string majority": [2.5, 2.5, 2.5], "loss medoid": [1.0, 1.5, 2.3],
                          "loss bayes": [1.0, 1.5, 2.0],
                          "bayesian risk": [0.5, 0.7, 0.9], "predictive entropy": [0.9, 0.7, 0.5],
                          "loss bayes N=1": [1.2, 1.5, 2.1], "loss bayes N=3": [1.0, 1.5, 2.0]}, **other_scores)
-    add(3, "labels", **{"loss greedy": [0, 0, 0], "loss beam": [1, 1, 0], "loss string majority": [1, 1, 1],
+    add(3, "labels", **{"loss greedy": [0, 0, 0], "loss beam": [0, 0, 0], "loss equal beam": [1, 1, 0],
+                        "loss string majority": [1, 1, 1],
                         "loss medoid": [1, 0, 0], "loss bayes": [0, 0, 1],
                         "bayesian risk": [0.1, 0.2, 0.3], "predictive entropy": [0.3, 0.2, 0.1],
                         "loss bayes N=1": [1, 1, 1], "loss bayes N=3": [0, 0, 1]}, **other_scores)
     # seed 7
-    add(7, "sets", **{"loss greedy": [8, 8, 8], "loss beam": [3, 3, 3], "loss string majority": [6, 6, 6],
-                      "loss medoid": [1, 2, 1], "loss bayes": [0, 2, 1],
-                      "size beam": [3, 2, 1], "size truth": [4, 4, 7],
+    add(7, "sets", **{"loss greedy": [8, 8, 8], "loss beam": [9, 9, 9], "loss equal beam": [3, 3, 3],
+                      "loss string majority": [6, 6, 6], "loss medoid": [1, 2, 1], "loss bayes": [0, 2, 1],
+                      "size beam": [0, 0, 0], "size equal beam": [3, 2, 1], "size truth": [4, 4, 7],
                       "bayesian risk": [2.0, 1.0, nan], "predictive entropy": [1.0, 3.0, 2.0],
                       "loss bayes N=1": [1, 1, 1], "loss bayes N=3": [0, 2, 1]}, **other_scores)
-    add(7, "ratings", **{"loss greedy": [0.5, 0.5, 0.5], "loss beam": [1.0, 1.0, 1.3],
+    add(7, "ratings", **{"loss greedy": [0.5, 0.5, 0.5], "loss beam": [5.0, 5.0, 5.0], "loss equal beam": [1.0, 1.0, 1.3],
                          "loss string majority": [2.0, 2.0, 2.0], "loss medoid": [0.9, 1.1, 1.3],
                          "loss bayes": [1.0, 1.2, 1.4],
                          "bayesian risk": [0.3, 0.1, 0.2], "predictive entropy": [0.1, 0.3, 0.2],
                          "loss bayes N=1": [1.0, 1.0, 1.0], "loss bayes N=3": [1.0, 1.2, 1.4]}, **other_scores)
-    add(7, "labels", **{"loss greedy": [1, 1, 1], "loss beam": [1, 1, 1], "loss string majority": [0, 0, 0],
+    add(7, "labels", **{"loss greedy": [1, 1, 1], "loss beam": [0, 0, 0], "loss equal beam": [1, 1, 1],
+                        "loss string majority": [0, 0, 0],
                         "loss medoid": [0, 1, 1], "loss bayes": [0, 1, 0],
                         "bayesian risk": [0.1, 0.2, 0.3], "predictive entropy": [0.3, 0.2, 0.1],
                         "loss bayes N=1": [1, 1, 0], "loss bayes N=3": [0, 1, 0]}, **other_scores)
@@ -517,22 +558,26 @@ def test_claim_values_on_hand_made_results():
     assert list(values) == [3, 7] and set(values[3]) == set(values[7]) == ids
     # Spearman of 3 untied values: 1 - 6 sum(d^2) / (3 (9 - 1)); the missing risk counts as +inf
     want = {
-        3: {"c1a_sets_vs_beam": 1 / 4,  # Bayes 1 / beam 4
-            "c1b_beam_sets_smaller": 3.0 - 4.5,  # prompts 0 and 2, where beam parses
+        3: {"c1a_sets_vs_equal_beam": 1 / 4,  # Bayes 1 / equal beam 4 (the 5-beam column is not used)
+            "c1b_beam_sets_smaller": 3.0 - 4.5,  # prompts 0 and 2, where the equal beam parses
+            "c1c_sets_vs_greedy": 1 / 9,
             "c2a_sets_vs_medoid": 1 / 2,
             "c2b_ratings_vs_medoid": 1.5 - 1.6,
-            "c3a_ratings_vs_beam": 2.0 - 1.5,
+            "c3a_ratings_vs_equal_beam": 2.0 - 1.5,
             "c3b_labels_vs_beam": 100 * (2 / 3 - 1 / 3),
+            "c3c_ratings_vs_greedy": 3.0 - 1.5,
             "c4a_risk_sets": 1.0 - (-0.5),
             "c4b_risk_ratings": 1.0 - (-1.0),
             "c5_more_samples": max(1.0 - 3.0, 1.5 - 1.6),  # sets, ratings
             "m1_beam_seconds": 0.5, "m2_sampling_seconds": 2.0},
-        7: {"c1a_sets_vs_beam": 1 / 3,
+        7: {"c1a_sets_vs_equal_beam": 1 / 3,
             "c1b_beam_sets_smaller": 2.0 - 5.0,
+            "c1c_sets_vs_greedy": 1 / 8,
             "c2a_sets_vs_medoid": 1 / (4 / 3),
             "c2b_ratings_vs_medoid": 1.2 - 1.1,
-            "c3a_ratings_vs_beam": 1.1 - 1.2,
+            "c3a_ratings_vs_equal_beam": 1.1 - 1.2,
             "c3b_labels_vs_beam": 100 * (1 - 1 / 3),
+            "c3c_ratings_vs_greedy": 0.5 - 1.2,
             "c4a_risk_sets": -0.5 - 1.0,
             "c4b_risk_ratings": -0.5 - 0.5,
             "c5_more_samples": max(1.0 - 1.0, 1.2 - 1.0),

@@ -17,7 +17,8 @@ tiny GPT-2 of :mod:`replib.models.causal_lm`):
 * :mod:`.task`: the toy world. Vocabulary (:data:`TOKENS`, :data:`TOKEN_ID`, :func:`encode`,
   :func:`decode`) and the three synthetic tasks: T1 sets, T2 ratings, T3 labels
   (:func:`sample_problems`, :func:`noisy_answer`, :func:`training_batch`, :func:`max_answer_tokens`);
-  the interpretation map phi (:func:`parse`, the exploratory :func:`parse_set_lenient`), the
+  the interpretation map phi (the strict :func:`parse`, the lenient :func:`parse_set_lenient` and
+  :func:`interpret`, the reading the claims judge with), the
   template psi (:func:`render`) and step 2 of the algorithm, :func:`parsed_latents` (it lives here
   because its default phi is the toy's parser); the losses against the truth
   (:func:`hamming_loss`, :func:`expected_rating_loss`, :func:`label_correct`, :func:`task_loss`);
@@ -54,9 +55,15 @@ Fidelity notes (the accessible text of the paper is the abstract and Fig. 1; see
   middle values is optimal); ties of the label mode go to the smallest class id; the medoid and the
   string vote take the first occurring sample. :func:`bayes_by_search` applies the same conventions
   (fewest items / smallest value among the minimisers), so the two agree exactly.
-* The parser is strict (declared before the book run): a set answer that names an item twice is
-  unparsable. :func:`parse_set_lenient` (reads a repeat once) was added after the first book run as
-  an exploratory, unjudged variant, because half of the tiny model's set samples repeat an item.
+* The parser. The first book run judged sets with the strict :func:`parse` (a set answer that names
+  an item twice is unparsable); half of the tiny model's set samples repeat an item. Since the
+  revision of 2026-12-02 the claims judge sets with :func:`interpret` (:func:`parse_set_lenient`:
+  a repeat is read once), because a strict reading scores format slips, not decisions; the strict
+  losses are still computed and shown.
+* Equal compute. Besides 5-beam search, the experiment runs beam search with N beams (as many
+  sequences per step as the N samples, so the same forward passes); the claims compare with it and
+  with greedy decoding. The Bayes answer falls back to greedy when no sample is readable (one more
+  decode, rare under the lenient reading).
 * Unparsable samples are dropped before the decision; with none left the rules return ``(None, nan)``
   and every loss function scores ``None`` as the maximal loss (10 for sets and ratings, wrong label).
 * The perfect model of T1 (:mod:`.theory`): noisy set S (each membership flipped with prob. rho),

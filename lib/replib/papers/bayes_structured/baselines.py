@@ -34,17 +34,17 @@ def mbr_medoid(task: str, latents):
     return ans, float(totals[j] / n)
 
 
-def string_majority(answers, task: str | None = None) -> list[int] | None:
+def string_majority(answers, task: str | None = None, phi=None) -> list[int] | None:
     """String-level majority vote: the most frequent exact token sequence (up to and incl. the first
     ``<eos>``) among the parsable samples (ties -> first occurring); the caller parses it.
 
-    Parsable means :func:`parse` succeeds for ``task``; with ``task=None`` for at least one task.
-    Returns None if no sample is parsable."""
+    Parsable means ``phi(answer)`` is not None if ``phi`` is given, else :func:`parse` succeeds for
+    ``task``; with ``task=None`` for at least one task. Returns None if no sample is parsable."""
     tasks = TASKS if task is None else (task,)
     counts: dict[tuple, int] = {}
     for a in answers:
         toks = answer_tokens(a)
-        if toks is None or all(parse(t, a) is None for t in tasks):
+        if toks is None or (phi(a) is None if phi else all(parse(t, a) is None for t in tasks)):
             continue
         key = tuple(toks) + (EOS,)
         counts[key] = counts.get(key, 0) + 1

@@ -29,10 +29,9 @@ from .task import (
     answer_tokens,
     aurc,
     auroc,
-    hamming_loss,
+    interpret,
     max_answer_tokens,
     parse,
-    parse_set_lenient,
     parsed_latents,
     sample_problems,
     spearman,
@@ -60,13 +59,17 @@ __all__ = [
 EXPERIMENT_PROFILES = {
     "smoke": dict(seeds=[0], train_steps=120, batch_size=64, lr=3e-3, n_layer=2, n_embd=64, n_head=4,
                   n_test=20, n_samples=5, temperature=1.0, num_beams=2, n_grid=[1, 3, 5]),
-    "book": dict(seeds=[0, 1, 2], train_steps=1400, batch_size=64, lr=3e-3, n_layer=2, n_embd=64, n_head=4,
+    "book": dict(seeds=[0, 1, 2], train_steps=600, batch_size=64, lr=6e-3, n_layer=2, n_embd=64, n_head=4,
                  n_test=300, n_samples=20, temperature=1.0, num_beams=5, n_grid=[1, 3, 5, 10, 20]),
     "paper": dict(seeds=[0, 1, 2, 3, 4], train_steps=3000, batch_size=64, lr=3e-3, n_layer=2, n_embd=64,
                   n_head=4, n_test=1000, n_samples=50, temperature=1.0, num_beams=5,
                   n_grid=[1, 3, 5, 10, 20, 50]),
 }
-DECODERS = ("greedy", "beam", "string majority", "medoid", "bayes")
+DECODERS = ("greedy", "beam", "equal beam", "string majority", "medoid", "bayes")
+SINGLE_DECODERS = ("greedy", "beam", "equal beam")  # decode the prompt directly, no samples
+# The readings of an answer: the one the claims judge (sets: a repeated item read once) and, for sets,
+# the strict format the chapter judged before the revision of 2026-12-02 (shown, not judged).
+READERS = {"judged": interpret, "strict": parse}
 SCORES = ("bayesian risk", "predictive entropy", "semantic entropy", "distinct answers", "beam nll")
 
 
@@ -83,11 +86,14 @@ def train_model(cfg, seed: int, progress=None):
 def decode_task(model, task: str, problems: dict, cfg, seed: int) -> tuple[list[dict], dict]:
     """All decoders and uncertainty scores on one task's test prompts (algorithm steps 1-4).
 
-    Step 1 draws ``n_samples`` answers per prompt at ``temperature``; step 2 parses them and drops the
-    unparsable ones; step 3 takes the closed-form Bayes answer (greedy's answer if no sample parses);
-    step 4 reports the Bayesian risk. The medoid and the string vote use the same samples; greedy
-    and beam search decode the prompt directly. Returns one row per prompt and the seconds spent
-    sampling and in beam search."""
+    Step 1 draws ``n_samples`` = N answers per prompt at ``temperature``; step 2 reads them with the
+    judged phi (:func:`.task.interpret`) and drops the unreadable ones; step 3 takes the closed-form
+    Bayes answer (greedy's answer if no sample is readable); step 4 reports the Bayesian risk. The
+    medoid and the string vote use the same samples. Greedy decoding, beam search with ``num_beams``
+    beams and beam search with N beams ("equal beam": as many sequences per decoding step as the N
+    samples, so the same number of forward passes) decode the prompt directly. Sets are also read
+    with the strict parser (columns ``strict ...``). Returns one row per prompt and the seconds spent
+    sampling and in the equal-compute beam search."""
     prompts = torch.as_tensor(problems["prompt"])
     n, N, max_new = len(prompts), cfg.n_samples, max_answer_tokens(task)
     generator = torch.Generator().manual_seed(seed)
@@ -95,58 +101,56 @@ def decode_task(model, task: str, problems: dict, cfg, seed: int) -> tuple[list[
     samples, sample_logprob = sample(model, prompts.repeat_interleave(N, 0), max_new, eos_id=EOS, pad_id=PAD,
                                      temperature=cfg.temperature, generator=generator)
     seconds_sampling = time.perf_counter() - start
-    greedy, _ = sample(model, prompts, max_new, eos_id=EOS, pad_id=PAD, temperature=0)
+    single = {"greedy": sample(model, prompts, max_new, eos_id=EOS, pad_id=PAD, temperature=0)[0],
+              "beam": beam_search(model, prompts, max_new, num_beams=cfg.num_beams, eos_id=EOS, pad_id=PAD)}
     start = time.perf_counter()
-    beam = beam_search(model, prompts, max_new, num_beams=cfg.num_beams, eos_id=EOS, pad_id=PAD)
+    single["equal beam"] = beam_search(model, prompts, max_new, num_beams=N, eos_id=EOS, pad_id=PAD)
     seconds_beam = time.perf_counter() - start
-    beam_logprob = _completion_logprob(model, prompts, beam)
+    beam_logprob = _completion_logprob(model, prompts, single["equal beam"])
     rows = []
     for i in range(n):
         answers = samples[i * N:(i + 1) * N].numpy()
+        decodes = {k: v[i].numpy() for k, v in single.items()}
         truth = truth_row(task, problems, i)
-        latents, _ = parsed_latents(task, answers)
-        greedy_answer = parse(task, greedy[i].numpy())
-        majority = string_majority(answers, task)
-        bayes, risk = bayes_response(task, latents) if len(latents) else (greedy_answer, np.nan)
-        medoid = mbr_medoid(task, latents)[0] if len(latents) else greedy_answer
-        decoded = {"greedy": greedy_answer, "beam": parse(task, beam[i].numpy()),
-                   "string majority": None if majority is None else parse(task, majority),
-                   "medoid": medoid, "bayes": bayes}
-        row = {"task": task, "prompt": i, **{f"loss {k}": task_loss(task, v, truth) for k, v in decoded.items()}}
+        row = {"task": task, "prompt": i, **_decisions(task, answers, decodes, truth, cfg.n_grid, "judged")}
+        row.update({"predictive entropy": float(predictive_entropy(sample_logprob[i * N:(i + 1) * N].numpy())),
+                    "beam nll": -float(beam_logprob[i])})
         if task == "sets":
-            row.update({f"size {k}": (np.nan if v is None else int(np.sum(v))) for k, v in decoded.items()})
-            row["size truth"] = int(np.sum(truth))
-        if task == "labels":  # 0 = the most probable class, 1 = the second, ...; NaN = unparsable
-            row.update({f"rank {k}": (np.nan if v is None else int(np.flatnonzero(truth == v)[0]))
-                        for k, v in decoded.items()})
-        row.update({"bayesian risk": risk,
-                    "predictive entropy": float(predictive_entropy(sample_logprob[i * N:(i + 1) * N].numpy())),
-                    "semantic entropy": semantic_entropy(task, latents) if len(latents) else np.nan,
-                    "distinct answers": n_distinct(task, latents) if len(latents) else np.nan,
-                    "beam nll": -float(beam_logprob[i]),
-                    "parsed samples": len(latents)})
-        if task == "sets":
-            row.update(_lenient_set_losses(answers, greedy[i].numpy(), beam[i].numpy(), truth))
-        for m in cfg.n_grid:
-            first, _ = parsed_latents(task, answers[:m])
-            for name, rule in (("bayes", bayes_response), ("medoid", mbr_medoid)):
-                answer = rule(task, first)[0] if len(first) else greedy_answer
-                row[f"loss {name} N={m}"] = task_loss(task, answer, truth)
+            strict = _decisions(task, answers, decodes, truth, [], "strict")
+            row.update({f"strict {k}": v for k, v in strict.items() if k.startswith("loss ") or k == "parsed samples"})
+            row["samples cut off"] = sum(answer_tokens(a) is None for a in answers)
+            row["samples repeating an item"] = row["parsed samples"] - row["strict parsed samples"]
         rows.append(row)
     return rows, {"sampling": seconds_sampling, "beam": seconds_beam}
 
 
-def _lenient_set_losses(answers, greedy, beam, truth) -> dict:
-    """The exploratory variant: the same samples and decodes read with :func:`parse_set_lenient`."""
-    latents, n_parsed = parsed_latents("sets", answers, phi=parse_set_lenient)
-    greedy_answer = parse_set_lenient(greedy)
-    decoded = {"greedy": greedy_answer, "beam": parse_set_lenient(beam),
-               "medoid": mbr_medoid("sets", latents)[0] if n_parsed else greedy_answer,
-               "bayes": bayes_response("sets", latents)[0] if n_parsed else greedy_answer}
-    out = {f"lenient loss {k}": hamming_loss(v, truth) for k, v in decoded.items()}
-    out["lenient parsed samples"] = n_parsed
-    out["samples repeating an item"] = n_parsed - parsed_latents("sets", answers)[1]
-    out["samples cut off"] = sum(answer_tokens(a) is None for a in answers)
+def _decisions(task: str, answers, decodes: dict, truth, n_grid, reader: str) -> dict:
+    """One prompt under one reading (a key of READERS): every decoder's loss (sets: also its size;
+    labels: the rank of the class it names), the sample-based scores and the loss of the Bayes answer
+    and of the medoid from the first m samples, m in ``n_grid``."""
+    phi = READERS[reader]
+    latents, n_parsed = parsed_latents(task, answers, phi=lambda a: phi(task, a))
+    decided = {k: phi(task, v) for k, v in decodes.items()}
+    majority = string_majority(answers, task, phi=lambda a: phi(task, a))
+    fallback = decided["greedy"]
+    bayes, risk = bayes_response(task, latents) if n_parsed else (fallback, np.nan)
+    decided.update({"string majority": None if majority is None else phi(task, majority),
+                    "medoid": mbr_medoid(task, latents)[0] if n_parsed else fallback, "bayes": bayes})
+    out = {f"loss {k}": task_loss(task, decided[k], truth) for k in DECODERS}
+    if task == "sets":
+        out.update({f"size {k}": (np.nan if decided[k] is None else int(np.sum(decided[k]))) for k in DECODERS})
+        out["size truth"] = int(np.sum(truth))
+    if task == "labels":  # 0 = the most probable class, 1 = the second, ...; NaN = unparsable
+        out.update({f"rank {k}": (np.nan if decided[k] is None else int(np.flatnonzero(truth == decided[k])[0]))
+                    for k in DECODERS})
+    out.update({"bayesian risk": risk,
+                "semantic entropy": semantic_entropy(task, latents) if n_parsed else np.nan,
+                "distinct answers": n_distinct(task, latents) if n_parsed else np.nan,
+                "parsed samples": n_parsed})
+    for m in n_grid:
+        first, n_first = parsed_latents(task, answers[:m], phi=lambda a: phi(task, a))
+        for name, rule in (("bayes", bayes_response), ("medoid", mbr_medoid)):
+            out[f"loss {name} N={m}"] = task_loss(task, rule(task, first)[0] if n_first else fallback, truth)
     return out
 
 
@@ -181,12 +185,12 @@ def run_experiment(cfg, progress=None) -> dict:
     return {"runs": runs, "table": pd.concat([r["table"] for r in runs], ignore_index=True)}
 
 
-def decoder_losses(table: pd.DataFrame) -> pd.DataFrame:
+def decoder_losses(table: pd.DataFrame, reader: str = "judged") -> pd.DataFrame:
     """Mean loss of every decoder per task and seed (sets: Hamming, ratings: expected absolute loss,
-    labels: error rate)."""
-    columns = [f"loss {d}" for d in DECODERS]
-    out = table.groupby(["task", "seed"])[columns].mean()
-    return out.rename(columns=lambda c: c.removeprefix("loss "))
+    labels: error rate), under the judged reading or (``reader="strict"``, sets only) the strict one."""
+    prefix = "strict loss " if reader == "strict" else "loss "
+    out = table.groupby(["task", "seed"])[[prefix + d for d in DECODERS]].mean()
+    return out.rename(columns=lambda c: c.removeprefix(prefix))
 
 
 def uncertainty_quality(table: pd.DataFrame) -> pd.DataFrame:
@@ -221,14 +225,16 @@ def claim_values(results: dict, cfg) -> dict[int, dict[str, float]]:
         set_rows = table[(table.seed == seed) & (table.task == "sets")]
         risk_gain = {task: spearman_of[(task, seed, "bayesian risk")] - spearman_of[(task, seed, "predictive entropy")]
                      for task in ("sets", "ratings")}
-        beam_parsed = set_rows[set_rows["size beam"].notna()]  # sizes compared on the same prompts
+        beam_parsed = set_rows[set_rows["size equal beam"].notna()]  # sizes compared on the same prompts
         values[seed] = {
-            "c1a_sets_vs_beam": sets["bayes"] / sets["beam"],
-            "c1b_beam_sets_smaller": beam_parsed["size beam"].mean() - beam_parsed["size truth"].mean(),
+            "c1a_sets_vs_equal_beam": sets["bayes"] / sets["equal beam"],
+            "c1b_beam_sets_smaller": beam_parsed["size equal beam"].mean() - beam_parsed["size truth"].mean(),
+            "c1c_sets_vs_greedy": sets["bayes"] / sets["greedy"],
             "c2a_sets_vs_medoid": sets["bayes"] / sets["medoid"],
             "c2b_ratings_vs_medoid": ratings["bayes"] - ratings["medoid"],
-            "c3a_ratings_vs_beam": ratings["beam"] - ratings["bayes"],
-            "c3b_labels_vs_beam": 100.0 * (labels["beam"] - labels["bayes"]),
+            "c3a_ratings_vs_equal_beam": ratings["equal beam"] - ratings["bayes"],
+            "c3b_labels_vs_beam": 100.0 * (labels["equal beam"] - labels["bayes"]),
+            "c3c_ratings_vs_greedy": ratings["greedy"] - ratings["bayes"],
             "c4a_risk_sets": risk_gain["sets"],
             "c4b_risk_ratings": risk_gain["ratings"],
             "c5_more_samples": max(np.diff(curve.loc[(task, seed)].to_numpy()).max() for task in ("sets", "ratings")),

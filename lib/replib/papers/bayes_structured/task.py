@@ -41,6 +41,7 @@ __all__ = [
     "render",
     "parsed_latents",
     "parse_set_lenient",
+    "interpret",
     "hamming_loss",
     "expected_rating_loss",
     "label_correct",
@@ -224,7 +225,7 @@ def answer_tokens(answer_ids) -> list[int] | None:
 
 
 def parse(task: str, answer_ids):
-    """phi: answer tokens -> latent, or None (unparsable).
+    """The strict phi (the format as declared first): answer tokens -> latent, or None (unparsable).
 
     * sets: every token an item, no item twice -> bool (10,) (just ``<eos>`` = the empty set).
     * ratings: one digit "d", or two digits "0d" / "10" -> int 0..10.
@@ -271,15 +272,23 @@ def _empty_latents(task: str) -> np.ndarray:
 
 
 def parse_set_lenient(answer_ids):
-    """An alternative phi for sets (exploratory, chosen after the first book run): the set of items an
-    answer names, reading a repeated item once ("A B A" -> {A, B}); None for a cut-off answer or a
-    token that is not an item."""
+    """The lenient phi for sets: the set of items an answer names, reading a repeated item once
+    ("A B A" -> {A, B}); None for a cut-off answer or a token that is not an item. Added after the
+    first book run; since the revision of 2026-12-02 it is the reading the chapter judges sets with
+    (:func:`interpret`)."""
     toks = answer_tokens(answer_ids)
     if toks is None or any(t not in _ITEM_OF for t in toks):
         return None
     S = np.zeros(N_ITEMS, dtype=bool)
     S[[_ITEM_OF[t] for t in toks]] = True
     return S
+
+
+def interpret(task: str, answer_ids):
+    """The phi the chapter judges with: :func:`parse_set_lenient` for sets (an answer that names an
+    item twice still names a set), :func:`parse` for ratings and labels."""
+    _check_task(task)
+    return parse_set_lenient(answer_ids) if task == "sets" else parse(task, answer_ids)
 
 
 def parsed_latents(task: str, answers, phi=None) -> tuple[np.ndarray, int]:
