@@ -101,27 +101,33 @@ def _cells_seconds(path: Path) -> float:
     return round(sum(c.metadata.get("papermill", {}).get("duration") or 0.0 for c in nb.cells), 2)
 
 
+def execute_notebook(slug: str, stem: str, profile: str, params: dict | None, out_dir: Path) -> float:
+    """Execute one notebook of a chapter with papermill into ``out_dir/<stem>.ipynb`` at ``profile``
+    (the experiment's ledger writes its results JSON into ``out_dir``); return its cells' seconds."""
+    import papermill
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    os.environ.update(REPLIB_PROFILE=profile, REPLIB_RESULTS_DIR=str(out_dir), REPLIB_PROGRESS="0")
+    executed = out_dir / f"{stem}.ipynb"
+    papermill.execute_notebook(
+        str(notebook_path(slug, stem)), str(executed), kernel_name="python3", progress_bar=False,
+        parameters=params, cwd=str(notebook_path(slug, stem).parent), extra_arguments=KERNEL_QUIET)
+    return _cells_seconds(executed)
+
+
 def run_chapter(slug: str, profile: str, params: dict, out: str, on_notebook=None) -> dict:
     """Execute the chapter's three notebooks with papermill into <out>/<slug>/ and return its results.
 
     The theory and implementation notebooks run at the profile; the experiment also gets `params`.
     The experiment's ledger writes <out>/<slug>/<slug>.json; this adds each notebook's run time.
     """
-    import papermill
-
     out_dir = Path(out).resolve() / slug
-    out_dir.mkdir(parents=True, exist_ok=True)
     results_file = out_dir / f"{slug}.json"
     results_file.unlink(missing_ok=True)
-    os.environ.update(REPLIB_PROFILE=profile, REPLIB_RESULTS_DIR=str(out_dir), REPLIB_PROGRESS="0")
     runtimes = {}
     for stem in NOTEBOOKS:
-        executed = out_dir / f"{stem}.ipynb"
-        papermill.execute_notebook(
-            str(notebook_path(slug, stem)), str(executed), kernel_name="python3", progress_bar=False,
-            parameters=params if stem == "03_experiment" else None, cwd=str(notebook_path(slug, stem).parent),
-            extra_arguments=KERNEL_QUIET)
-        runtimes[stem] = _cells_seconds(executed)
+        runtimes[stem] = execute_notebook(slug, stem, profile, params if stem == "03_experiment" else None,
+                                          out_dir)
         if on_notebook:
             on_notebook(slug, stem)
     if not results_file.is_file():
@@ -147,9 +153,44 @@ def claims_table(results: dict) -> str:
     return "\n".join([header] + lines)
 
 
-def cmd_run(args) -> int:
+def _run_here(plans: dict, args) -> tuple[dict, dict]:
+    """Every chapter in this machine's processes (`--jobs` at once), all seeds in one experiment run."""
     from tqdm import tqdm
 
+    results, failed = {}, {}
+    with tqdm(total=len(plans) * len(NOTEBOOKS), desc="notebooks", unit="nb") as bar:
+        if args.jobs == 1:
+            for slug, params in plans.items():
+                try:
+                    results[slug] = run_chapter(slug, args.profile, params, args.out,
+                                                on_notebook=lambda *_: bar.update())
+                except Exception as err:  # report every chapter, then fail
+                    failed[slug] = err
+        else:
+            with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+                futures = {pool.submit(run_chapter, s, args.profile, p, args.out): s for s, p in plans.items()}
+                for future in as_completed(futures):
+                    slug = futures[future]
+                    try:
+                        results[slug] = future.result()
+                    except Exception as err:
+                        failed[slug] = err
+                    bar.update(len(NOTEBOOKS))
+    return results, failed
+
+
+def _run_on_scheduler(plans: dict, args) -> tuple[dict, dict]:
+    """Every chapter over a Dask cluster, the experiment once per seed (see replib.cluster)."""
+    from tqdm import tqdm
+
+    from .cluster import profile_seeds, run_on_cluster
+
+    tasks = sum(len(NOTEBOOKS) - 1 + len(p.get("seeds") or profile_seeds(s, args.profile)) for s, p in plans.items())
+    with tqdm(total=tasks, desc="notebooks (the experiment once per seed)", unit="nb") as bar:
+        return run_on_cluster(plans, args.profile, args.out, args.scheduler, progress=bar.update)
+
+
+def cmd_run(args) -> int:
     slugs = chapter_slugs() if args.all else args.chapters
     if not slugs:
         raise UsageError("name at least one chapter, or --all; valid chapters: " + ", ".join(chapter_slugs()))
@@ -159,26 +200,21 @@ def cmd_run(args) -> int:
     plans = {slug: plan_run(slug, args.profile, args.seeds, overrides) for slug in slugs}
     if args.update_results and args.profile != "book":
         raise UsageError("--update-results replaces the committed book-profile results: use --profile book")
-    results, failed = {}, {}
+    if args.scheduler:
+        from .cluster import parse_scheduler
+
+        try:
+            parse_scheduler(args.scheduler)
+        except ValueError as err:
+            raise UsageError(str(err)) from err
+        if args.update_results:
+            raise UsageError("--update-results needs a run on this machine (its runtimes are the book's "
+                             "budget): drop --scheduler")
     print(f"writing the executed notebooks and results to {Path(args.out).resolve()}/<chapter>/")
-    with tqdm(total=len(slugs) * len(NOTEBOOKS), desc="notebooks", unit="nb") as bar:
-        if args.jobs == 1:
-            for slug in slugs:
-                try:
-                    results[slug] = run_chapter(slug, args.profile, plans[slug], args.out,
-                                                on_notebook=lambda *_: bar.update())
-                except Exception as err:  # report every chapter, then fail
-                    failed[slug] = err
-        else:
-            with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-                futures = {pool.submit(run_chapter, s, args.profile, plans[s], args.out): s for s in slugs}
-                for future in as_completed(futures):
-                    slug = futures[future]
-                    try:
-                        results[slug] = future.result()
-                    except Exception as err:
-                        failed[slug] = err
-                    bar.update(len(NOTEBOOKS))
+    if args.scheduler:
+        results, failed = _run_on_scheduler(plans, args)
+    else:
+        results, failed = _run_here(plans, args)
     for slug in slugs:
         if slug in results:
             print(claims_table(results[slug]) + "\n")
@@ -278,6 +314,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("-p", "--param", action="append", metavar="NAME=VALUE", help="override a parameter")
     run.add_argument("--out", default="runs/latest", help="output folder (default runs/latest)")
     run.add_argument("--jobs", type=int, default=1, help="chapters run at once (default 1)")
+    run.add_argument("--scheduler", metavar="SPEC",
+                     help="spread the run over Dask: local[:N] (N loopback workers) or tcp://HOST:PORT; "
+                          "one task per notebook, the experiment once per seed")
     run.add_argument("--update-results", action="store_true",
                      help="also replace data/results/<slug>.json and the scoreboard (book profile only)")
     run.set_defaults(func=cmd_run)
