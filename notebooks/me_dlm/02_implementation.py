@@ -53,7 +53,7 @@ torch.set_num_threads(1)
 # %% [markdown]
 # ## 1. One prompt, three valid answers
 #
-# The prompt is a string of 3 to 5 digits; a valid answer is its reverse, its sorted digits, or every
+# The prompt is a string of 2 or 3 digits; a valid answer is its reverse, its sorted digits, or every
 # digit doubled. The training answer is one of the three at random. The answers share positions but
 # differ in content and length, so the per-position marginals mix them, like "2+2=5".
 
@@ -65,7 +65,7 @@ assert task.is_valid(prompt, (2, 1, 3)) and not task.is_valid(prompt, (2, 1, 2))
 assert task.nearest_valid_distance(prompt, (2, 1, 2)) == 1
 
 # %% [markdown]
-# A sequence is the prompt (left-padded to 5), `SEP` and an 11-slot response canvas: the answer, `<eos>`
+# A sequence is the prompt (left-padded to 3), `SEP` and a 7-slot response canvas: the answer, `<eos>`
 # and `<pad>` up to the canvas. Padding is part of what the model learns, so the length is learned too.
 
 # %%
@@ -93,7 +93,7 @@ assert torch.allclose(cur, nxt)
 #
 # The canvas starts fully masked. Each forward pass predicts every masked position (never `<del>`),
 # and commits the $n_s$ most confident ones; confidence is computed with `<pad>` also forbidden, so
-# positions that want padding are committed last. With $L = 11$ positions and $S$ passes the schedule
+# positions that want padding are committed last. With $L = 7$ positions and $S$ passes the schedule
 # gives $\lfloor L/S \rfloor + 1$ tokens in the first $L \bmod S$ passes and $\lfloor L/S \rfloor$ after. At the end
 # `<pad>` is deleted and the last token becomes `<eos>`.
 
@@ -101,9 +101,9 @@ assert torch.allclose(cur, nxt)
 core.show_source(method.draft)
 
 # %%
-for S in (1, 3, 11):
+for S in (1, 3, 7):
     print(f"S = {S:2d}: tokens per pass {method.step_schedule(method.CANVAS, S)}")
-out = method.draft(model, [prompt, (5, 0, 7, 7)], S=3)
+out = method.draft(model, [prompt, (5, 0, 7)], S=3)
 print("untrained drafts:", [" ".join(task.detok(r)) for r in out["responses"]])
 assert out["forward_passes"] == 3 and all(r[-1] == method.EOS and method.PAD not in r for r in out["responses"])
 
@@ -115,10 +115,13 @@ assert out["forward_passes"] == 3 and all(r[-1] == method.EOS and method.PAD not
 # `<eos>`, so for n draft tokens it returns n + 1 token labels (the last one is that `<eos>`) and
 # n + 1 gap labels. A gap right after a deleted position stays unlabelled ("ignored"): at inference
 # its proposal is dropped together with the deleted token. Applying the *oracle* labels once repairs
-# a draft whose every gap needs at most one insertion:
+# a draft whose every gap needs at most one insertion. Training builds the labels of a whole batch at
+# once with `edit_labels_batch`, the same rules vectorised over the rows (same result, checked here on
+# random pairs):
 
 # %%
 draft_tokens = [2, 2, 9, 3]  # for the prompt (3, 1, 2), close to the valid "213"
+rng_pairs = np.random.default_rng(1)
 target = [2, 1, 3]
 token_labels, gap_labels = method.edit_labels(draft_tokens, target)
 def show(labels):
@@ -130,6 +133,12 @@ print("gap labels:  ", show(gap_labels), " (gap k: the slot before draft positio
 after = method.apply_edits(draft_tokens + [method.EOS], token_labels, gap_labels)
 print("after one oracle pass:", " ".join(task.detok(after)))
 assert after == target + [method.EOS]
+pairs = [([int(v) for v in rng_pairs.integers(0, 3, size=rng_pairs.integers(0, 7))],
+          [int(v) for v in rng_pairs.integers(0, 3, size=rng_pairs.integers(0, 7))]) for _ in range(200)]
+tokens_batch, gaps_batch = method.edit_labels_batch([d for d, _ in pairs], [t for _, t in pairs])
+for row, (d, t) in enumerate(pairs):
+    r, g = method.edit_labels(d, t)
+    assert list(tokens_batch[row, :len(r)]) == r and list(gaps_batch[row, :len(g)]) == g
 
 # %% [markdown]
 # With the model, `edit_passes` runs the release's phase B: $r$ from the token head, $g$ from the
@@ -137,9 +146,9 @@ assert after == target + [method.EOS]
 # The substitution-only ablation applies the replacements and nothing else, so lengths never change.
 
 # %%
-drafts = method.draft(model, [prompt, (5, 0, 7, 7)], S=1)["responses"]
-full = method.edit_passes(model, [prompt, (5, 0, 7, 7)], drafts, E=2)
-substitution = method.edit_passes(model, [prompt, (5, 0, 7, 7)], drafts, E=2, substitution_only=True)
+drafts = method.draft(model, [prompt, (5, 0, 7)], S=1)["responses"]
+full = method.edit_passes(model, [prompt, (5, 0, 7)], drafts, E=2)
+substitution = method.edit_passes(model, [prompt, (5, 0, 7)], drafts, E=2, substitution_only=True)
 for name, res in (("full", full), ("substitution only", substitution)):
     print(f"{name:18s}", [" ".join(task.detok(r)) for r in res["states"][2]], "forward passes", res["forward_passes"])
 assert [len(r) for r in substitution["states"][2]] == [len(r) for r in drafts]
@@ -147,21 +156,26 @@ assert [len(r) for r in substitution["states"][2]] == [len(r) for r in drafts]
 # %% [markdown]
 # ## 5. Training
 #
-# **Mask mode** (plain masked diffusion; phase 1 of ME-DLM and the whole MDLM baseline): draw a mask
-# rate $t \sim U(0, 1)$ per row, mask each response token (padding included) with probability $t$, and
-# train the token head on the masked positions and the insertion head at position $p$ on the token at
-# $p + 1$ when that one is masked; the row's loss is
-# $(\overline{\mathrm{CE}}_{\text{cur}} + \overline{\mathrm{CE}}_{\text{nxt}})/t$, as in the release, where each
-# packed row draws its own $t$; the batch loss is the mean over rows. Note the extra $1/t$: the
-# release averages the cross-entropy over masked tokens *and* divides by $t$, so rows with few masks
-# weigh most (LLaDA's ELBO sums over masked tokens instead, which cancels that factor on average).
+# **Mask mode** (plain masked diffusion; phase 1 of ME-DLM and the whole MDLM baseline): draw one mask
+# rate per row, stratified over the batch ($t_b = (\pi(b) + u_b)/B$ for a random permutation $\pi$, so
+# every batch covers $(0, 1)$ evenly), mask each response token (padding included) with probability
+# $t_b$, and train the token head on the masked positions and the insertion head at position $p$ on the
+# token at $p + 1$ when that one is masked. Each head's loss is LLaDA's,
+# $\frac{1}{B}\sum_b \frac{1}{t_b L}\sum_{i\ \text{masked}} \mathrm{CE}_{b,i}$ with $L = 7$ the canvas.
+# The release instead averages the cross-entropy over a row's masked tokens *and* divides by $t$, which
+# gives the rows with few masks most of the weight (a row with one masked token counts as much as a
+# fully masked one, times $1/t$); LLaDA's sum cancels that on average, so every mask rate gets about the
+# same weight, the all-masked rows that a one-pass draft relies on included.
 #
 # **Edit mode** (half of ME-DLM's phase-2 batches): mask the clean response at rate $t$, let the
-# *current* model fill the masks $P \in \{2, 4, 8, 11\}$ at a time in random order, delete padding, apply
-# $k$ edit passes of the current model ($k = \lfloor \text{progress} \cdot E_{\max} \rfloor$ grows from 0 to 3
-# over the phase with $E_{\max} = 4$, a curriculum; the release goes from 0 to 31), then train
-# both heads on every response position against the labels of the resulting draft. One loss
-# evaluation of each mode on a small batch:
+# *current* model fill the masks $P \in \{2, 4, 7\}$ at a time in random order (the release's
+# $\{2, 4, 8, 16\}$, cut at our canvas), delete padding, apply $k$ edit passes of the current model,
+# then train both heads on every response position against the labels of the resulting draft; each
+# head's loss is $\frac{1}{B}\sum_b \frac{1}{L}\sum_i \mathrm{CE}_{b,i}$ (no $1/t$: here $t$ only sets how
+# corrupt the draft is, and every position is supervised). The curriculum $k$ grows from 0 to 3
+# ($E_{\max} = 4$) over the *second half* of phase 2; the release goes from 0 to 31 over its whole
+# phase, but a small model that has not yet learned to copy would be fed its own destructive edits from
+# the start. One loss evaluation of each mode on a small batch:
 
 # %%
 rng = np.random.default_rng(0)

@@ -27,10 +27,14 @@ def test_toy_validity():
     assert not task.is_valid(x, (3, 1, 2)) and not task.is_valid(x, (1, 2))
     assert task.nearest_valid_distance(x, (1, 2, 4)) == 1
     assert task.nearest_valid_distance(x, (3, 3, 1, 2, 2)) == 1
-    seq = np.concatenate([method.encode_prompts([x]), method.clean_canvas([(2, 1, 3)])], axis=1)[0]
-    assert len(seq) == method.SEQ_LEN == 17
-    assert list(seq[:6]) == [method.PAD, method.PAD, 3, 1, 2, method.SEP]
-    assert list(seq[6:10]) == [2, 1, 3, method.EOS] and all(t == method.PAD for t in seq[10:])
+    seq = np.concatenate([method.encode_prompts([(4, 2)]), method.clean_canvas([(2, 4)])], axis=1)[0]
+    assert len(seq) == method.SEQ_LEN == 11 and method.CANVAS == 7
+    assert list(seq[:4]) == [method.PAD, 4, 2, method.SEP]
+    assert list(seq[4:7]) == [2, 4, method.EOS] and all(t == method.PAD for t in seq[7:])
+    lengths = {len(p) for p in task.draw_prompts(200, np.random.default_rng(0))}
+    assert lengths == {method.MIN_PROMPT, method.MAX_PROMPT} == {2, 3}
+    assert [task.nearest_mode(x, a) for a in [(2, 1, 3), (1, 2, 3), (3, 3, 1, 1, 2, 2), (2, 1, 4), (3, 3, 1, 2, 2)]] == [
+        0, 1, 2, 0, 2]
     assert task.response_answer([2, 1, 3, method.EOS, 5]) == (2, 1, 3)
 
 
@@ -133,7 +137,7 @@ class Echo(torch.nn.Module):
 
 
 def test_echo_model_converges_and_substitution_keeps_length():
-    prompts = [(1, 2, 3), (4, 5, 6, 7)]
+    prompts = [(1, 2, 3), (4, 5, 6)]
     responses = [[3, 2, 1, method.EOS], [9, 9, method.EOS]]
     out = method.edit_passes(Echo(), prompts, responses, 3, keep_trace=2)
     assert out["states"][-1] == responses and list(out["real_steps"]) == [0, 0]
@@ -191,31 +195,35 @@ def test_claim_values_from_hand_made_rows():
     import pandas as pd
 
     seed0 = _validity_rows(
-        0, mdlm={1: 10.0, 2: 20.0, 3: 35.0, 4: 45.0, 5: 55.0, 11: 85.0},
+        0, mdlm={1: 10.0, 2: 20.0, 3: 35.0, 4: 45.0, 5: 55.0, 7: 85.0},
         me={(1, 0): 12.0, (1, 1): 20.0, (1, 2): 41.0, (1, 4): 50.0, (3, 0): 40.0, (3, 1): 52.0, (3, 2): 63.0,
             (3, 4): 70.0},
         sub={1: 15.0, 2: 30.0, 4: 33.0},
         drafts={1: (4, {1: 1, 2: 2, 4: 3}), 3: (10, {1: 0, 2: 1, 4: 2})})
     seed1 = _validity_rows(
-        1, mdlm={1: 5.0, 2: 15.0, 3: 30.0, 4: 40.0, 5: 60.0, 11: 90.0},
+        1, mdlm={1: 5.0, 2: 15.0, 3: 30.0, 4: 40.0, 5: 60.0, 7: 90.0},
         me={(1, 0): 8.0, (1, 1): 18.0, (1, 2): 27.0, (1, 4): 33.0, (3, 0): 45.0, (3, 1): 50.0, (3, 2): 58.0,
             (3, 4): 61.0},
         sub={1: 10.0, 2: 35.0, 4: 36.0},
         drafts={1: (2, {1: 0, 2: 1, 4: 2}), 3: (5, {1: 0, 2: 0, 4: 1})})
-    results = {"validity": pd.DataFrame(seed1 + seed0)}  # seed 1 first: rows are found by seed, not by position
+    copied = pd.DataFrame([{"seed": seed, "edit_passes": E, "unchanged": u, "valid": 1.0}
+                           for seed, us in ((1, (0.99, 0.97, 0.9)), (0, (0.98, 0.96, 0.5))) for E, u in zip((1, 2, 4), us)])
+    results = {"validity": pd.DataFrame(seed1 + seed0), "copy": copied}  # seed 1 first: found by seed, not position
     cfg = SimpleNamespace(seeds=[0, 1])
     values = experiment.claim_values(results, cfg)
     chapter = yaml.safe_load((ROOT / "notebooks" / "me_dlm" / "chapter.yml").read_text())
     assert set(values) == {0, 1}
     expected = {
-        0: {"p1_mdlm_learns_the_toy": 85.0,  # MDLM at CANVAS = 11 passes
-            "c1_parallel_breaks_validity": 10.0 - 85.0,  # MDLM 1 pass - 11 passes
+        0: {"p1_mdlm_learns_the_toy": 85.0,  # MDLM at CANVAS = 7 passes
+            "p2_edits_keep_valid_answers": 0.96,  # unchanged after 2 edit passes (decoys at 1 and 4)
+            "c1_parallel_breaks_validity": 10.0 - 85.0,  # MDLM 1 pass - 7 passes
             "c2_edits_repair": 41.0 - 12.0,  # 1-pass draft + 2 edits - the draft
             "c3a_equal_budget_3": 41.0 - 35.0,  # 1 + 2 edits - MDLM at 3
             "c3b_equal_budget_5": 63.0 - 55.0,  # 3 + 2 edits - MDLM at 5
             "c4_minimal_edits": (2 + 1) / (4 + 10),  # broken after 2 edits / valid drafts, 1- and 3-pass pooled
             "c5_full_vs_substitution": 41.0 - 30.0},  # full - substitution-only, 1-pass draft + 2 edits
         1: {"p1_mdlm_learns_the_toy": 90.0,
+            "p2_edits_keep_valid_answers": 0.97,
             "c1_parallel_breaks_validity": 5.0 - 90.0,
             "c2_edits_repair": 27.0 - 8.0,
             "c3a_equal_budget_3": 27.0 - 30.0,
@@ -227,7 +235,7 @@ def test_claim_values_from_hand_made_rows():
         assert list(values[seed]) == [c["id"] for c in chapter["claims"]]
         for claim, value in expected[seed].items():
             assert values[seed][claim] == pytest.approx(value), (seed, claim)
-    assert method.CANVAS == 11
+    assert method.CANVAS == 7
 
 
 def test_marginal_vs_joint():
@@ -236,7 +244,7 @@ def test_marginal_vs_joint():
     assert ex["greedy_parallel"] == "2+2=5" and not ex["greedy_valid"]
 
 
-def test_weighted_ce_divides_each_row_mean_by_its_own_t():
+def test_weighted_ce_is_llada_sum_over_t_times_length():
     from torch.nn import functional as F
 
     logits = torch.randn(2, 4, method.VOCAB, generator=torch.Generator().manual_seed(0))
@@ -244,9 +252,69 @@ def test_weighted_ce_divides_each_row_mean_by_its_own_t():
     labels[0, 1], labels[0, 2], labels[1, 3] = 3, 5, 7
     t = np.array([0.5, 0.25])
     loss, plain = method._weighted_ce(logits, labels, t)
-    row0 = F.cross_entropy(logits[0, 1:3], labels[0, 1:3])
-    row1 = F.cross_entropy(logits[1, 3:4], labels[1, 3:4])
-    assert torch.allclose(loss, (row0 / 0.5 + row1 / 0.25) / 2)
-    assert abs(plain - float((2 * row0 + row1) / 3)) < 1e-5
+    ce = F.cross_entropy(logits.reshape(-1, method.VOCAB), labels.reshape(-1), ignore_index=method.IGNORE,
+                         reduction="none").reshape(2, 4)
+    row0, row1 = ce[0, 1] + ce[0, 2], ce[1, 3]  # sums over the supervised positions, not means
+    L = method.CANVAS
+    assert torch.allclose(loss, (row0 / (0.5 * L) + row1 / (0.25 * L)) / 2)
+    assert torch.allclose(method._weighted_ce(logits, labels, None)[0], (row0 / L + row1 / L) / 2)
+    assert abs(plain - float((row0 + row1) / 3)) < 1e-5
     empty = torch.full((2, 4), method.IGNORE)
     assert float(method._weighted_ce(logits, empty, t)[0]) == 0.0
+
+
+def test_stratified_mask_rates():
+    rng = np.random.default_rng(0)
+    for n in (1, 7, 32):
+        t = method._draw_t(n, rng)
+        strata = np.floor((t - method.T_MIN) / (1 - method.T_MIN) * n).astype(int)
+        assert sorted(strata) == list(range(n)) and (t >= method.T_MIN).all() and (t <= 1).all()
+
+
+def test_batched_labels_and_update_match_the_reference():
+    rng = np.random.default_rng(4)
+    for vocab in (2, 3, 10):  # small vocabularies: many repeated tokens, the corner cases
+        drafts = [[int(v) for v in rng.integers(0, vocab, size=rng.integers(0, 8))] for _ in range(300)]
+        targets = [[int(v) for v in rng.integers(0, vocab, size=rng.integers(0, 8))] for _ in range(300)]
+        for check_gap0 in (False, True):
+            token, gap = method.edit_labels_batch(drafts, targets, check_gap0)
+            for i, (d, t) in enumerate(zip(drafts, targets)):
+                r, g = method.edit_labels(d, t, check_gap0)
+                n = len(d) + 1
+                assert list(token[i, :n]) == r and list(gap[i, :n]) == g, (d, t)
+                assert (token[i, n:] == method.IGNORE).all() and (gap[i, n:] == method.IGNORE).all()
+    for _ in range(300):
+        n = int(rng.integers(1, method.CANVAS + 1))
+        seq, r, g = (rng.integers(lo, 14, size=(1, n)) for lo in (0, 8, 8))  # 12 = DEL among the proposals
+        out, length = method.apply_edits_batch(seq, np.array([n]), r, g)
+        assert list(out[0, :length[0]]) == method.apply_edits(list(seq[0]), list(r[0]), list(g[0]))[:method.CANVAS]
+        assert (out[0, length[0]:] == method.PAD).all()
+
+
+def test_curriculum_starts_late_and_reaches_e_max_minus_one():
+    ks = [experiment.curriculum_passes(step, 100, 4, 0.5) for step in range(100)]
+    assert ks[:50] == [0] * 50 and ks[-1] == 3 and ks == sorted(ks) and set(ks) == {0, 1, 2, 3}
+    assert [experiment.curriculum_passes(s, 8, 4, 0.0) for s in range(8)] == [0, 0, 1, 1, 2, 2, 3, 3]
+
+
+def test_copy_check_counts_unchanged_valid_answers():
+    cfg = SimpleNamespace(edit_counts=[1, 2, 4])
+    prompts = task.draw_prompts(20, np.random.default_rng(0))
+    rows = experiment.copy_check(Echo(), prompts, cfg, seed=0)
+    assert [r["edit_passes"] for r in rows] == [1, 2, 4]
+    assert all(r["unchanged"] == 1.0 and r["valid"] == 1.0 for r in rows)
+
+
+class Deleter(torch.nn.Module):
+    """Proposes ``<del>`` everywhere: every valid answer is changed (to the lone ``<eos>``)."""
+
+    def forward(self, ids, attention_mask=None):
+        logits = torch.zeros(*ids.shape, method.VOCAB)
+        logits[..., method.DEL] = 10.0
+        return logits, logits
+
+
+def test_copy_check_fails_a_model_that_edits():
+    rows = experiment.copy_check(Deleter(), task.draw_prompts(20, np.random.default_rng(1)),
+                                 SimpleNamespace(edit_counts=[1, 2, 4]), seed=0)
+    assert all(r["unchanged"] == 0.0 and r["valid"] == 0.0 for r in rows)

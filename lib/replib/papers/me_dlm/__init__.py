@@ -22,58 +22,70 @@ Modules:
 
 * :mod:`.method`: the method, knowing nothing of the toy's prompts and answers. The sequence format
   (:data:`VOCAB`, :data:`SEP`, :data:`MASK`, :data:`DEL`, :data:`EOS`, :data:`PAD`, :data:`IGNORE`,
-  :data:`MAX_PROMPT`, :data:`CANVAS`, :data:`RESP_START`, :data:`SEQ_LEN`, :func:`encode_prompts`,
-  :func:`clean_canvas`; shared with the toy, so defined in the lowest module); edit scripts
-  (:func:`levenshtein`, :func:`edit_script`, :func:`edit_labels`, :func:`apply_edits`); the model
-  and the two training modes (:func:`new_model`, :func:`mask_mode_loss`, :func:`fill_masks_random`,
-  :func:`edit_mode_batch`, :func:`edit_mode_loss`); inference (:func:`step_schedule`,
-  :func:`draft`, :func:`edit_passes`).
+  :data:`MIN_PROMPT`, :data:`MAX_PROMPT`, :data:`CANVAS`, :data:`RESP_START`, :data:`SEQ_LEN`,
+  :func:`encode_prompts`, :func:`clean_canvas`; shared with the toy, so defined in the lowest
+  module); edit scripts (:func:`levenshtein`, :func:`edit_script`, :func:`edit_labels` and its
+  batched twin :func:`edit_labels_batch`, :func:`apply_edits` and :func:`apply_edits_batch`); the
+  model and the two training modes (:func:`new_model`, :func:`mask_mode_loss`,
+  :func:`fill_masks_random`, :func:`edit_mode_batch`, :func:`edit_mode_loss`); inference
+  (:func:`step_schedule`, :func:`draft`, :func:`edit_passes`).
 * :mod:`.task`: the toy ("one prompt, three valid answers"): :func:`valid_answers`,
-  :func:`is_valid`, :func:`nearest_valid_distance`, :func:`draw_prompts`, :func:`response_answer`,
-  :func:`detok`.
-* :mod:`.experiment`: :func:`train_phase` (both phases, on the toy's batches),
-  :data:`EXPERIMENT_PROFILES`, :func:`evaluate`, :func:`run_seed`, :func:`run_experiment`,
-  :func:`claim_values`. The MDLM baseline and the substitution-only ablation are a few lines each
-  (in :func:`run_seed` and a flag of :func:`edit_passes`).
+  :func:`is_valid`, :func:`nearest_valid_distance`, :data:`MODES`, :func:`nearest_mode`,
+  :func:`draw_prompts`, :func:`response_answer`, :func:`detok`.
+* :mod:`.experiment`: :func:`curriculum_passes`, :func:`train_phase` (both phases, on the toy's
+  batches), :data:`EXPERIMENT_PROFILES`, :func:`evaluate`, :func:`copy_check` (precondition p2),
+  :func:`run_seed`, :func:`run_experiment`, :func:`claim_values`. The MDLM baseline and the
+  substitution-only ablation are a few lines each (in :func:`run_seed` and a flag of
+  :func:`edit_passes`).
 * :mod:`.theory`: :func:`marginal_vs_joint_example`, :func:`worked_edit_examples`,
   :func:`oracle_stuck_rate`.
 * :mod:`.exercises`: :func:`check_levenshtein`, :func:`check_step_schedule`, :func:`check_apply_edits`.
 
 Conventions. Token ids: digits 0-9 are ids 0-9, ``SEP`` = 10, ``MASK`` = 11, ``DEL`` = 12,
-``EOS`` = 13, ``PAD`` = 14. A prompt is a digit string x of length 3-5; its valid answers are
-reverse(x), sort(x) and x with every digit doubled (length 3-10). A sequence has the fixed length
-17: the prompt *left*-padded with ``PAD`` to 5 tokens, ``SEP`` (position 5), then the response
-canvas of 11 positions (6..16). The response is the answer + ``EOS`` + ``PAD`` up to the canvas, so
-the model learns the length by predicting padding. After the draft deletes ``PAD``, responses have
-variable length (at most 11); they are right-padded with ``PAD`` in the tensor and hidden with the
-attention mask. The answer a response stands for is its tokens before the first ``EOS``
-(:func:`response_answer`); it is valid iff it equals one of the three answers.
+``EOS`` = 13, ``PAD`` = 14. A prompt is a digit string x of length 2-3 (the digest proposes 3-5;
+see the fidelity notes); its valid answers are reverse(x), sort(x) and x with every digit doubled
+(length 2-6). A sequence has the fixed length 11: the prompt *left*-padded with ``PAD`` to 3
+tokens, ``SEP`` (position 3), then the response canvas of 7 positions (4..10). The response is the
+answer + ``EOS`` + ``PAD`` up to the canvas, so the model learns the length by predicting padding.
+After the draft deletes ``PAD``, responses have variable length (at most 7); they are right-padded
+with ``PAD`` in the tensor and hidden with the attention mask. The answer a response stands for is
+its tokens before the first ``EOS`` (:func:`response_answer`); it is valid iff it equals one of the
+three answers.
 
 Fidelity notes (differences from the release, all deliberate, see also the chapter):
 
 * Scale: a 2-3 layer BERT-style encoder (:class:`replib.models.masked_lm.TwoHeadMLM`) trained from
-  scratch on the toy, not LLaDA-8B; canvas 11, not 512; P in {2, 4, 8, 11} (not {2, 4, 8, 16});
+  scratch on the toy, not LLaDA-8B; canvas 7, not 512; P in {2, 4, 7} (not {2, 4, 8, 16});
   E_max = 4 curriculum edit passes (not 32). Stages 1-2 of the release (pretraining, mask-mode SFT)
   are one phase here ("phase 1", mask mode), stage 3 is "phase 2" (edit mode with probability 0.5).
-* Budget: on this 2-core machine a mask-mode step at batch 64 (d = 64, 2 layers, two threads) costs
-  ~17 ms and an edit-mode step ~50 ms. The book profile uses d = 64, 2 layers and 700 / 400 steps
-  (about 2 minutes for three seeds, 300 test prompts), which does not train the toy well (the
-  chapter says so); the paper profile (d = 96, 3 layers, 3000 / 1500 steps) does.
+* The toy is shorter than the digest's: prompts of 2-3 digits, not 3-5. Pilots of the MDLM alone
+  (issue 17) found that on 3-5 digits a two-layer network reaches only 40-70% validity at one token
+  per pass within the book's budget (reverse and sort, which share length and digits, are the modes
+  it does not learn), against 80-90% on 2-3 digits.
+* Budget: the book profile uses d = 64, 2 layers, batches of 32 and 1500 / 400 steps (under two
+  minutes for three seeds on two shared cores, 300 test prompts); the paper profile uses d = 96,
+  3 layers, batches of 64 and 3000 / 1500 steps.
 * The MDLM baseline is compute-matched in optimiser steps: it continues from the *same* phase-1
-  checkpoint (weights and AdamW state) for ``steps2`` more mask-mode steps, so the two models differ
-  only in phase 2.
-* AdamW (weight decay 0.01), linear warm-up over ``warmup`` steps, then cosine decay to 0 over
-  ``steps1 + steps2``; both phase-2 branches continue phase 1's schedule. Gradients are clipped at
-  norm 1 (the HF Trainer default the release runs with).
-* One mask ratio t ~ U(0, 1) per row (the release: per packed row), floored at 1e-3; each row's loss
-  is (mean CE_cur + mean CE_nxt) / t in both modes, as in the release, and the batch loss is the mean
-  over rows. Every response token,
-  the first included, can be masked (the release never masks the first response token, which there
-  is a chat-template token; here it is the answer's first digit, which the model must learn).
+  checkpoint for ``steps2`` more mask-mode steps, so the two models differ only in phase 2.
+* AdamW (weight decay 0.01), linear warm-up over ``warmup`` steps, then cosine decay to 0, set up
+  afresh for phase 1 and for each phase-2 branch (the release's stages are separate runs, each with
+  its own warm-up and cosine schedule). Gradients are clipped at norm 1 (the HF Trainer default the
+  release runs with).
+* Loss weighting: LLaDA's, not the release's. One mask ratio per row, stratified over the batch and
+  floored at 1e-3; in mask mode each head's loss is the sum of the masked cross-entropies of a row
+  divided by t L (L = 7, the canvas), averaged over the rows. The release divides the *mean* over a
+  row's masked tokens by t, which puts most of the weight on rows with few masks (issue 17 measured
+  it: rows with t > 0.5 got 24% of the gradient weight, against 50% under LLaDA's). In edit mode t
+  only sets the draft's corruption and every position is supervised, so the loss is the sum over
+  positions divided by L, without 1/t. Every response token, the first included, can be masked (the
+  release never masks the first response token, which there is a chat-template token; here it is
+  the answer's first digit, which the model must learn).
 * Edit-mode drafts: one P per batch; the fill forbids ``<del>`` and ``[MASK]``; as at inference,
-  ``<pad>`` is deleted and the last token forced to ``<eos>`` before the k = floor(progress * E_max)
-  curriculum edit passes. Edited responses are truncated to the canvas (11 tokens): the release caps
-  the total length too.
+  ``<pad>`` is deleted and the last token forced to ``<eos>`` before the k curriculum edit passes.
+  The curriculum k = floor(q E_max) ramps over the second half of phase 2 only (q goes from 0 to 1
+  there; the release ramps over its whole stage), so that the network first learns to copy on fresh
+  drafts before it is fed its own edits. Edited responses are truncated to the canvas (7 tokens): the
+  release caps the total length too.
 * Inference forbids ``[MASK]`` as a prediction besides the documented ``<del>`` rule (a trained
   model never predicts it; this only removes a degenerate case). Substitution-only editing (the
   ablation) applies the replacements only: a proposed ``<del>`` keeps the token, insertions are

@@ -22,6 +22,7 @@ from replib.core.runtime import compute_threads, seed_everything
 
 from .method import (
     CANVAS,
+    EOS,
     _draw_t,
     _make_optimiser,
     draft,
@@ -31,7 +32,16 @@ from .method import (
     mask_mode_loss,
     new_model,
 )
-from .task import _response_distance, _response_valid, _training_batch, draw_prompts
+from .task import (
+    MODES,
+    _response_distance,
+    _response_valid,
+    _training_batch,
+    draw_prompts,
+    nearest_mode,
+    response_answer,
+    valid_answers,
+)
 
 __all__ = [
     "train_phase",
@@ -48,11 +58,22 @@ __all__ = [
 # --------------------------------------------------------------------------------------------
 
 
-def train_phase(model, opt, sched, cfg, steps: int, edit_prob: float, rng, label: str, progress=None) -> list[dict]:
+def curriculum_passes(step: int, steps: int, e_max: int, start: float) -> int:
+    """The curriculum of pre-applied edit passes: k = floor(q E_max) with q = (progress - start) /
+    (1 - start) clipped at 0, progress = step / steps. ``start`` = 0 is the release's
+    k = floor(progress E_max); a later start keeps k = 0 (edit training on the fresh drafts) for the
+    first ``start`` of phase 2."""
+    q = max(0.0, (step / steps - start) / (1 - start))
+    return int(np.floor(q * e_max))
+
+
+def train_phase(model, opt, sched, cfg, steps: int, edit_prob: float, rng, label: str, progress=None,
+                probe=None) -> list[dict]:
     """``steps`` AdamW steps on fresh batches of ``cfg.batch`` prompts (one answer drawn uniformly
-    per prompt). Each batch is in edit mode with probability ``edit_prob`` (curriculum
-    k = floor(progress * E_max) pre-applied edit passes, progress = step / steps), else mask mode.
-    Returns one row per step (phase label, mode, t, the two cross-entropies, loss)."""
+    per prompt). Each batch is in edit mode with probability ``edit_prob`` (k =
+    :func:`curriculum_passes` pre-applied edit passes), else mask mode. ``probe(model, step)``, if
+    given, is called after every ``cfg.curve_every`` steps. Returns one row per step (phase label,
+    mode, the two cross-entropies, loss)."""
     rows = []
     it = range(steps)
     for step in (progress(it) if progress else it):
@@ -60,7 +81,7 @@ def train_phase(model, opt, sched, cfg, steps: int, edit_prob: float, rng, label
         t = _draw_t(cfg.batch, rng)
         edit = rng.random() < edit_prob
         if edit:
-            k = int(np.floor(step / steps * cfg.e_max))
+            k = curriculum_passes(step, steps, cfg.e_max, cfg.curriculum_start)
             model.eval()
             responses = edit_mode_batch(model, prompts, answers, t, k, rng)
             model.train()
@@ -75,6 +96,9 @@ def train_phase(model, opt, sched, cfg, steps: int, edit_prob: float, rng, label
         sched.step()
         rows.append({"phase": label, "step": step, "mode": "edit" if edit else "mask",
                      "loss": float(loss.detach()), **stats})
+        if probe is not None and (step + 1) % cfg.curve_every == 0:
+            model.eval()
+            probe(model, step + 1)
     model.eval()
     return rows
 
@@ -83,12 +107,15 @@ def train_phase(model, opt, sched, cfg, steps: int, edit_prob: float, rng, label
 # The experiment
 # --------------------------------------------------------------------------------------------
 
-_COMMON = dict(n_head=4, batch=64, lr=2e-3, warmup=50, e_max=4, mdlm_passes=[1, 2, 3, 4, 5, 11],
+_COMMON = dict(n_head=4, lr=2e-3, warmup=50, e_max=4, curriculum_start=0.5, mdlm_passes=[1, 2, 3, 4, 5, CANVAS],
                draft_passes=[1, 3], edit_counts=[1, 2, 4], n_traces=4)
 EXPERIMENT_PROFILES = {
-    "smoke": dict(seeds=[0], n_layer=1, n_embd=32, steps1=30, steps2=16, n_test=32, **_COMMON),
-    "book": dict(seeds=[0, 1, 2], n_layer=2, n_embd=64, steps1=700, steps2=400, n_test=300, **_COMMON),
-    "paper": dict(seeds=[0, 1, 2, 3, 4], n_layer=3, n_embd=96, steps1=3000, steps2=1500, n_test=400, **_COMMON),
+    "smoke": dict(seeds=[0], n_layer=1, n_embd=32, batch=32, steps1=40, steps2=16, n_test=32, curve_every=20,
+                  n_curve=16, **_COMMON),
+    "book": dict(seeds=[0, 1, 2], n_layer=2, n_embd=64, batch=32, steps1=1500, steps2=400, n_test=300,
+                 curve_every=200, n_curve=100, **_COMMON),
+    "paper": dict(seeds=[0, 1, 2, 3, 4], n_layer=3, n_embd=96, batch=64, steps1=3000, steps2=1500, n_test=400,
+                  curve_every=250, n_curve=200, **_COMMON),
 }
 
 
@@ -101,18 +128,28 @@ def evaluate(mdlm, medlm, prompts, cfg, seed: int) -> dict:
     forward passes, validity in points, mean distance to the nearest valid answer, mean real edit
     steps), ``samples`` (per prompt and ME-DLM draft: distance before / after each edit count,
     valid before / after, real edit steps), ``traces``."""
-    validity, samples, traces = [], [], []
+    validity, samples, traces, modes = [], [], [], []
 
     def score(responses):
         valid = np.array([_response_valid(x, r) for x, r in zip(prompts, responses)])
         dist = np.array([_response_distance(x, r) for x, r in zip(prompts, responses)])
         return valid, dist
 
+    def by_mode(model, S, E, responses, valid):
+        heading = np.array([nearest_mode(x, response_answer(r)) for x, r in zip(prompts, responses)])
+        for k, name in enumerate(MODES):
+            share = heading == k
+            modes.append({"seed": seed, "model": model, "draft_passes": S, "edit_passes": E, "answer_mode": name,
+                          "share": 100 * share.mean(), "validity": 100 * valid[share].mean() if share.any() else np.nan})
+
     for S in cfg.mdlm_passes:
-        valid, dist = score(draft(mdlm, prompts, S)["responses"])
+        responses = draft(mdlm, prompts, S)["responses"]
+        valid, dist = score(responses)
         validity.append({"seed": seed, "model": "mdlm", "draft_passes": S, "edit_passes": 0, "mode": "none",
                          "forward_passes": S, "validity": 100 * valid.mean(), "distance": dist.mean(),
                          "real_steps": np.nan})
+        if S in (1, CANVAS):
+            by_mode("mdlm", S, 0, responses, valid)
     e_max = max(cfg.edit_counts)
     for S in cfg.draft_passes:
         drafted = draft(medlm, prompts, S)["responses"]
@@ -132,6 +169,8 @@ def evaluate(mdlm, medlm, prompts, cfg, seed: int) -> dict:
                                  "valid_drafts": int(v0.sum()), "broken": int((v0 & ~v).sum())})
                 if mode == "full":
                     per[f"valid_{E}"], per[f"distance_{E}"] = v, d
+                    if S == 1 and E == 2:
+                        by_mode("me_dlm", S, E, out["states"][E], v)
             if mode == "full":
                 per["real_steps"] = out["real_steps"]
                 for i, tr in enumerate(out["traces"]):
@@ -143,30 +182,55 @@ def evaluate(mdlm, medlm, prompts, cfg, seed: int) -> dict:
             for E in cfg.edit_counts:
                 row[f"valid_{E}"], row[f"distance_{E}"] = bool(per[f"valid_{E}"][i]), int(per[f"distance_{E}"][i])
             samples.append(row)
-    return {"validity": validity, "samples": samples, "traces": traces}
+    return {"validity": validity, "samples": samples, "traces": traces, "modes": modes,
+            "copy": copy_check(medlm, prompts, cfg, seed)}
+
+
+def copy_check(medlm, prompts, cfg, seed: int) -> list[dict]:
+    """Precondition p2: ME-DLM's edit passes applied to *valid* answers (one of the three drawn
+    uniformly per prompt, then ``<eos>``). Per edit count, the share left unchanged and the share
+    still valid."""
+    rng = np.random.default_rng([seed, 54321])
+    answers = [list(valid_answers(x)[rng.integers(3)]) + [EOS] for x in prompts]
+    out = edit_passes(medlm, prompts, answers, max(cfg.edit_counts))
+    rows = []
+    for E in cfg.edit_counts:
+        after = out["states"][E]
+        rows.append({"seed": seed, "edit_passes": E,
+                     "unchanged": float(np.mean([a == b for a, b in zip(after, answers)])),
+                     "valid": float(np.mean([_response_valid(x, r) for x, r in zip(prompts, after)]))})
+    return rows
 
 
 def run_seed(cfg, seed: int, progress=None, threads: int = 1) -> dict:
-    """One seed: phase 1 (mask mode, ``steps1``), then from that checkpoint (weights and optimiser)
-    ME-DLM phase 2 (``steps2``, edit mode with probability 0.5) and the compute-matched MDLM
-    (``steps2`` more mask-mode steps); evaluation on ``n_test`` prompts from a separate stream.
-    Plain data only: ``validity``, ``samples``, ``traces``, ``train`` rows and ``seconds``."""
+    """One seed: phase 1 (mask mode, ``steps1``, with a learning curve of the 1-token-per-pass
+    validity every ``curve_every`` steps on ``n_curve`` prompts), then from that checkpoint ME-DLM
+    phase 2 (``steps2``, edit mode with probability 0.5) and the compute-matched MDLM (``steps2``
+    more mask-mode steps), each with a fresh optimiser and schedule; evaluation on ``n_test`` prompts
+    from a separate stream. Plain data only: ``validity``, ``samples``, ``traces``, ``modes``,
+    ``copy``, ``curve``, ``train`` rows and ``seconds``."""
     cfg = _as_cfg(cfg)
     with compute_threads(threads):
         seed_everything(seed)
         seconds = {"seed": seed}
         rng = np.random.default_rng([seed, 1])
         model = new_model(cfg, seed)
-        opt, sched = _make_optimiser(model, cfg)
+        opt, sched = _make_optimiser(model, cfg, cfg.steps1)
+        curve = []
+        probe_prompts = draw_prompts(cfg.n_curve, np.random.default_rng([seed, 777]))
+
+        def probe(m, step):
+            responses = draft(m, probe_prompts, CANVAS)["responses"]
+            curve.append({"seed": seed, "step": step,
+                          "validity": 100 * np.mean([_response_valid(x, r) for x, r in zip(probe_prompts, responses)])})
+
         start = time.perf_counter()
-        train_rows = train_phase(model, opt, sched, cfg, cfg.steps1, 0.0, rng, "phase1", progress)
+        train_rows = train_phase(model, opt, sched, cfg, cfg.steps1, 0.0, rng, "phase1", progress, probe)
         seconds["phase1"] = time.perf_counter() - start
 
         def branch(edit_prob, label, stream):
             m = copy.deepcopy(model)
-            o, s = _make_optimiser(m, cfg)
-            o.load_state_dict(opt.state_dict())
-            s.load_state_dict(sched.state_dict())
+            o, s = _make_optimiser(m, cfg, cfg.steps2)
             start = time.perf_counter()
             rows = train_phase(m, o, s, cfg, cfg.steps2, edit_prob, np.random.default_rng([seed, stream]), label,
                                progress)
@@ -180,22 +244,24 @@ def run_seed(cfg, seed: int, progress=None, threads: int = 1) -> dict:
         ev = evaluate(mdlm, medlm, prompts, cfg, seed)
         seconds["eval"] = time.perf_counter() - start
     train = [{"seed": seed, **r} for r in train_rows + rows_me + rows_md]
-    return {**ev, "train": train, "seconds": seconds}
+    return {**ev, "train": train, "curve": curve, "seconds": seconds}
 
 
 def run_experiment(cfg, progress=None, threads: int = 1) -> dict:
-    """:func:`run_seed` for every seed; data frames ``validity``, ``samples``, ``train``, ``seconds``
-    and the list ``traces``."""
+    """:func:`run_seed` for every seed; data frames ``validity``, ``samples``, ``train``, ``modes``
+    (validity per answer mode), ``copy`` (precondition p2), ``curve`` (phase-1 learning curve),
+    ``seconds`` and the list ``traces``."""
     cfg = _as_cfg(cfg)
     runs = [run_seed(cfg, seed, progress, threads) for seed in cfg.seeds]
-    out = {key: pd.DataFrame([r for run in runs for r in run[key]]) for key in ("validity", "samples", "train")}
+    out = {key: pd.DataFrame([r for run in runs for r in run[key]]) for key in ("validity", "samples", "train", "modes", "copy", "curve")}
     out["seconds"] = pd.DataFrame([run["seconds"] for run in runs])
     out["traces"] = [t for run in runs for t in run["traces"]]
     return out
 
 
 def claim_values(results: dict, cfg) -> dict[int, dict[str, float]]:
-    """``{seed: {claim_id: value}}`` for the claims of ``chapter.yml`` (validity in points, c4 a share)."""
+    """``{seed: {claim_id: value}}`` for the claims of ``chapter.yml`` (validity in points; p2 and c4
+    are shares)."""
     cfg = _as_cfg(cfg)
     v = results["validity"]
     nan = float("nan")
@@ -215,8 +281,11 @@ def claim_values(results: dict, cfg) -> dict[int, dict[str, float]]:
         broken = [pick("me_dlm", S, 2, "full") for S in (1, 3)]
         broken = [b for b in broken if b is not None]
         n_valid = sum(int(b["valid_drafts"]) for b in broken)
+        copied = results["copy"]
+        copied = copied[(copied["seed"] == seed) & (copied["edit_passes"] == 2)]
         values[seed] = {
             "p1_mdlm_learns_the_toy": val("mdlm", CANVAS),
+            "p2_edits_keep_valid_answers": float(copied["unchanged"].iloc[0]) if len(copied) else nan,
             "c1_parallel_breaks_validity": val("mdlm", 1) - val("mdlm", CANVAS),
             "c2_edits_repair": val("me_dlm", 1, 2, "full") - val("me_dlm", 1),
             "c3a_equal_budget_3": val("me_dlm", 1, 2, "full") - val("mdlm", 3),

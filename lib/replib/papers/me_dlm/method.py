@@ -11,9 +11,10 @@ package docstring's conventions).
 Contents:
 
 1. Sequence format: :data:`VOCAB`, :data:`SEP`, :data:`MASK`, :data:`DEL`, :data:`EOS`,
-   :data:`PAD`, :data:`IGNORE`, :data:`MAX_PROMPT`, :data:`CANVAS`, :data:`RESP_START`,
+   :data:`PAD`, :data:`IGNORE`, :data:`MIN_PROMPT`, :data:`MAX_PROMPT`, :data:`CANVAS`, :data:`RESP_START`,
    :data:`SEQ_LEN`, :func:`encode_prompts`, :func:`clean_canvas`.
-2. Edit scripts: :func:`levenshtein`, :func:`edit_script`, :func:`edit_labels`, :func:`apply_edits`.
+2. Edit scripts: :func:`levenshtein`, :func:`edit_script`, :func:`edit_labels`, :func:`apply_edits`,
+   and their batched twins for training, :func:`edit_labels_batch` and :func:`apply_edits_batch`.
 3. Model, training modes and phase B: :func:`new_model`, :func:`mask_mode_loss`,
    :func:`fill_masks_random`, :func:`edit_passes`, :func:`edit_mode_batch`, :func:`edit_mode_loss`
    (and the release's optimiser and schedule, ``_make_optimiser``).
@@ -38,6 +39,7 @@ __all__ = [
     "EOS",
     "PAD",
     "IGNORE",
+    "MIN_PROMPT",
     "MAX_PROMPT",
     "CANVAS",
     "SEQ_LEN",
@@ -47,7 +49,9 @@ __all__ = [
     "levenshtein",
     "edit_script",
     "edit_labels",
+    "edit_labels_batch",
     "apply_edits",
+    "apply_edits_batch",
     "new_model",
     "mask_mode_loss",
     "fill_masks_random",
@@ -66,15 +70,15 @@ __all__ = [
 SEP, MASK, DEL, EOS, PAD = 10, 11, 12, 13, 14
 VOCAB = 15
 IGNORE = -100
-MAX_PROMPT = 5
-CANVAS = 11  # longest answer (10) + EOS
+MIN_PROMPT, MAX_PROMPT = 2, 3  # prompt lengths of the toy
+CANVAS = 2 * MAX_PROMPT + 1  # longest answer (6, the doubled prompt) + EOS: 7
 RESP_START = MAX_PROMPT + 1  # position of the first response token; SEP sits at RESP_START - 1
-SEQ_LEN = RESP_START + CANVAS  # 17
+SEQ_LEN = RESP_START + CANVAS  # 11
 
 
 def encode_prompts(prompts) -> np.ndarray:
-    """``[PAD]*(5 - len) + x + [SEP]``, (n, 6) int64: prompts are left-padded so that the response
-    always starts at position 6."""
+    """``[PAD]*(MAX_PROMPT - len) + x + [SEP]``, (n, RESP_START) int64: prompts are left-padded so
+    that the response always starts at position ``RESP_START``."""
     out = np.full((len(prompts), RESP_START), PAD, dtype=np.int64)
     for i, x in enumerate(prompts):
         out[i, MAX_PROMPT - len(x):MAX_PROMPT] = x
@@ -83,7 +87,7 @@ def encode_prompts(prompts) -> np.ndarray:
 
 
 def clean_canvas(answers) -> np.ndarray:
-    """answer + EOS + PAD up to the canvas, (n, 11) int64."""
+    """answer + EOS + PAD up to the canvas, (n, CANVAS) int64."""
     out = np.full((len(answers), CANVAS), PAD, dtype=np.int64)
     for i, a in enumerate(answers):
         out[i, :len(a)] = a
@@ -180,6 +184,85 @@ def edit_labels(draft, target, check_gap0: bool = False, *, eos=EOS, delete=DEL,
     return token, gap
 
 
+NONE = -1  # "no label yet" inside edit_labels_batch
+
+
+def _pad_rows(rows, fill) -> tuple[np.ndarray, np.ndarray]:
+    """Lists of ints as a right-padded (n, max_len) int64 array and their lengths."""
+    lengths = np.array([len(r) for r in rows], dtype=np.int64)
+    out = np.full((len(rows), max(1, int(lengths.max(initial=0)))), fill, dtype=np.int64)
+    for i, r in enumerate(rows):
+        out[i, :len(r)] = r
+    return out, lengths
+
+
+def _table_batch(a, na, b, nb) -> np.ndarray:
+    """Step 1 for a batch: the Levenshtein tables (n, N+1, M+1) of padded rows ``a`` (lengths ``na``)
+    and ``b`` (lengths ``nb``). Row i of a table from row i - 1 at once: the diagonal and vertical
+    moves first, then the horizontal ones as a running minimum, D[i, j] = min_k (c_k + j - k). Cells
+    past a row's lengths are meaningless and never read."""
+    n, N = a.shape
+    M = b.shape[1]
+    cols = np.arange(M + 1)
+    D = np.empty((n, N + 1, M + 1), dtype=np.int64)
+    D[:, 0] = cols
+    for i in range(1, N + 1):
+        c = np.empty((n, M + 1), dtype=np.int64)
+        c[:, 0] = i
+        c[:, 1:] = np.minimum(D[:, i - 1, :-1] + (a[:, i - 1, None] != b), D[:, i - 1, 1:] + 1)
+        D[:, i] = np.minimum.accumulate(c - cols, axis=1) + cols
+    return D
+
+
+def edit_labels_batch(drafts, targets, check_gap0: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`edit_labels` for a batch of integer sequences, vectorised over the rows (steps 1-7 with
+    the same backtrace priority and the same corner cases). Returns ``(token_labels, gap_labels)``,
+    two (n, max_len + 1) int64 arrays: row i holds the labels of its len(drafts[i]) + 1 positions,
+    then ``IGNORE``."""
+    a, na = _pad_rows(drafts, -2)
+    b, nb = _pad_rows(targets, -3)
+    n, N = len(drafts), a.shape[1]
+    D = _table_batch(a, na, b, nb)
+    rows = np.arange(n)
+    token = np.full((n, N + 2), NONE, dtype=np.int64)
+    gap = np.full((n, N + 2), NONE, dtype=np.int64)
+    token[rows, na] = EOS
+    i, j = na.copy(), nb.copy()
+    for _ in range(N + b.shape[1]):  # step 2: one backtrace move per row and iteration
+        active = (i > 0) | (j > 0)
+        if not active.any():
+            break
+        d = D[rows, i, j]
+        diag = D[rows, np.maximum(i - 1, 0), np.maximum(j - 1, 0)]
+        up = D[rows, np.maximum(i - 1, 0), j]
+        ai, bj = a[rows, np.maximum(i - 1, 0)], b[rows, np.maximum(j - 1, 0)]
+        both = active & (i > 0) & (j > 0)
+        keep = both & (ai == bj) & (d == diag)
+        replace = both & ~keep & (d == diag + 1)
+        delete = active & ~keep & ~replace & (i > 0) & (d == up + 1)
+        insert = active & ~keep & ~replace & ~delete
+        token[rows[keep], i[keep] - 1] = ai[keep]  # step 3
+        token[rows[replace], i[replace] - 1] = bj[replace]
+        token[rows[delete], i[delete] - 1] = DEL
+        gap[rows[insert], i[insert]] = bj[insert]  # step 4: the leftmost insertion is seen last
+        i = i - (keep | replace | delete)
+        j = j - (keep | replace | insert)
+    for k in range(0 if check_gap0 else 1, N):  # step 5, left to right as in edit_labels
+        swap = (k < na) & (gap[:, k] != NONE) & (gap[:, k] == token[:, k])
+        gap[swap, k], gap[swap, k + 1] = gap[swap, k + 1], gap[swap, k]
+    following = np.full(n, EOS, dtype=np.int64)  # step 6: first non-deleted token label at or after k
+    for k in range(N, -1, -1):
+        inside = k <= na
+        at_end = k == na
+        following = np.where(at_end, EOS, np.where(inside & (token[:, k] != DEL), token[:, k], following))
+        empty = inside & (gap[:, k] == NONE)
+        after_delete = empty & (k >= 1) & (token[:, max(k - 1, 0)] == DEL)
+        gap[:, k] = np.where(after_delete, np.where(at_end, EOS, IGNORE), np.where(empty, following, gap[:, k]))
+    width = N + 1
+    outside = np.arange(width)[None, :] > na[:, None]
+    return np.where(outside, IGNORE, token[:, :width]), np.where(outside, IGNORE, gap[:, :width])
+
+
 def apply_edits(seq, r, g, *, delete=DEL, ignore=IGNORE) -> list:
     """The inference update of one edit pass (phase B steps 2-4) on a response ``seq``: drop every
     position with ``r[i] == delete`` (with its proposal ``g[i]``); every kept position becomes
@@ -201,40 +284,42 @@ def apply_edits(seq, r, g, *, delete=DEL, ignore=IGNORE) -> list:
 
 
 def new_model(cfg, seed: int) -> TwoHeadMLM:
-    """The shared two-head bidirectional transformer, sized by ``cfg`` (vocab 15, 17 positions)."""
+    """The shared two-head bidirectional transformer, sized by ``cfg`` (vocab 15, ``SEQ_LEN`` positions)."""
     return TwoHeadMLM(VOCAB, n_layer=cfg.n_layer, n_embd=cfg.n_embd, n_head=cfg.n_head, max_len=SEQ_LEN, seed=seed)
 
 T_MIN = 1e-3
 
 
 def _draw_t(n: int, rng) -> np.ndarray:
-    """One mask ratio t ~ U(0, 1) per training row, floored at ``T_MIN`` (LLaDA's epsilon): each packed
-    row of the release draws its own t, and its effective batch (gradient accumulation over 8 GPUs)
-    mixes many of them, while one t for our whole batch made training erratic."""
-    return np.maximum(rng.random(n), T_MIN)
+    """Stratified mask ratios for a batch of n rows (LLaDA): t_b = (1 - eps) u_b + eps with
+    u_b = (pi(b) + U(0, 1)) / n for a random permutation pi, so that every batch covers (0, 1)
+    evenly; eps = ``T_MIN`` (LLaDA's epsilon)."""
+    u = (rng.permutation(n) + rng.random(n)) / n
+    return (1 - T_MIN) * u + T_MIN
 
 
-def _weighted_ce(logits, labels: torch.Tensor, t: np.ndarray) -> tuple[torch.Tensor, float]:
-    """Per row: mean cross-entropy over the row's supervised positions (labels != IGNORE), divided by
-    the row's t; averaged over the rows with at least one supervised position. Also returns the plain
-    (unweighted) mean cross-entropy, for the training curves."""
+def _weighted_ce(logits, labels: torch.Tensor, t: np.ndarray | None) -> tuple[torch.Tensor, float]:
+    """LLaDA's weighting: per row, the *sum* of the cross-entropies over the row's supervised
+    positions (labels != IGNORE) divided by t_b L, with L = ``CANVAS`` the response length (padding
+    included, as in LLaDA's SFT loss); averaged over all rows of the batch. ``t=None`` drops the
+    1/t_b (edit mode). Also returns the plain (unweighted) mean cross-entropy, for the training
+    curves."""
     ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=IGNORE,
                          reduction="none").reshape(labels.shape)
     supervised = (labels != IGNORE).float()
-    count = supervised.sum(1)
-    rows = count > 0
-    if not rows.any():
+    if not supervised.any():
         return logits.sum() * 0, float("nan")
-    row_mean = (ce * supervised).sum(1)[rows] / count[rows]
-    weighted = (row_mean / torch.as_tensor(t, dtype=row_mean.dtype)[rows]).mean()
-    return weighted, float((ce * supervised).detach().sum() / supervised.sum())
+    row_sum = (ce * supervised).sum(1) / CANVAS
+    if t is not None:
+        row_sum = row_sum / torch.as_tensor(t, dtype=row_sum.dtype)
+    return row_sum.mean(), float((ce * supervised).detach().sum() / supervised.sum())
 
 
 def mask_mode_loss(model, prompts, answers, t: np.ndarray, rng) -> tuple[torch.Tensor, dict]:
-    """Mask mode (plain MDLM): each response token (padding included) of row b is masked with
-    probability t_b; the token head predicts masked tokens, the insertion head of position p predicts
-    token p + 1 when p + 1 is masked; loss per row = (mean CE_cur + mean CE_nxt) / t_b, averaged over
-    rows."""
+    """Mask mode (plain MDLM, LLaDA's objective): each response token (padding included) of row b
+    is masked with probability t_b; the token head predicts masked tokens, the insertion head of
+    position p predicts token p + 1 when p + 1 is masked; each head's loss is
+    mean_b sum_masked CE / (t_b L) (:func:`_weighted_ce`), and the loss is their sum."""
     clean = np.concatenate([encode_prompts(prompts), clean_canvas(answers)], axis=1)
     masked = np.zeros_like(clean, dtype=bool)
     masked[:, RESP_START:] = rng.random((len(clean), CANVAS)) < t[:, None]
@@ -256,7 +341,7 @@ def _forbid(logits, tokens):
 
 @torch.no_grad()
 def fill_masks_random(model, ids: np.ndarray, P: int, rng) -> tuple[np.ndarray, int]:
-    """Fill the ``[MASK]`` positions of ``ids`` (n, 17) with the current model, committing P tokens
+    """Fill the ``[MASK]`` positions of ``ids`` (n, ``SEQ_LEN``) with the current model, committing P tokens
     per forward pass at positions chosen uniformly at random among the masked ones, each the argmax
     token with ``<del>`` (and ``[MASK]``) forbidden. Returns the filled ids and the forward passes."""
     ids = ids.copy()
@@ -285,7 +370,7 @@ def _finish_draft(canvas_row) -> list[int]:
 
 
 def _pack(prompt_ids: np.ndarray, responses) -> tuple[torch.Tensor, torch.Tensor]:
-    """Prompt + right-padded responses as (n, 17) ids and the attention mask hiding the padding."""
+    """Prompt + right-padded responses as (n, ``SEQ_LEN``) ids and the attention mask hiding the padding."""
     n = len(responses)
     ids = np.full((n, SEQ_LEN), PAD, dtype=np.int64)
     att = np.zeros((n, SEQ_LEN), dtype=np.int64)
@@ -297,73 +382,108 @@ def _pack(prompt_ids: np.ndarray, responses) -> tuple[torch.Tensor, torch.Tensor
     return torch.as_tensor(ids), torch.as_tensor(att)
 
 
+def apply_edits_batch(seq: np.ndarray, lengths: np.ndarray, r: np.ndarray, g: np.ndarray,
+                      cap: int = CANVAS) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`apply_edits` for a batch, vectorised: ``seq``, ``r``, ``g`` are (n, T) with row i's
+    first ``lengths[i]`` entries in use. The output slots alternate (g_0, r_0, g_1, r_1, ...); a
+    kept r_i (r_i != ``DEL``) fills its slot, g_i fills its slot when r_i is kept and g_i != r_i; the
+    filled slots are packed to the left in order. Returns the (n, cap) result, right-padded with
+    ``PAD``, truncated to ``cap`` tokens, and its lengths."""
+    T = seq.shape[1]
+    inside = np.arange(T)[None, :] < lengths[:, None]
+    keep_r = inside & (r != DEL)
+    keep_g = keep_r & (g != r) & (g != IGNORE)
+    slots = np.stack([g, r], axis=2).reshape(len(seq), 2 * T)
+    keep = np.stack([keep_g, keep_r], axis=2).reshape(len(seq), 2 * T)
+    order = np.argsort(~keep, axis=1, kind="stable")
+    packed = np.where(np.take_along_axis(keep, order, 1), np.take_along_axis(slots, order, 1), PAD)
+    out = np.full((len(seq), cap), PAD, dtype=np.int64)
+    width = min(cap, 2 * T)
+    out[:, :width] = packed[:, :width]
+    return out, np.minimum(keep.sum(1), cap)
+
+
+def _as_array(responses) -> tuple[np.ndarray, np.ndarray]:
+    """Responses (lists) as an (n, ``CANVAS``) array right-padded with ``PAD`` and their lengths."""
+    lengths = np.array([len(r) for r in responses], dtype=np.int64)
+    out = np.full((len(responses), CANVAS), PAD, dtype=np.int64)
+    for i, r in enumerate(responses):
+        out[i, :len(r)] = r
+    return out, lengths
+
+
+def _as_lists(seq: np.ndarray, lengths: np.ndarray) -> list[list[int]]:
+    """The inverse of :func:`_as_array`."""
+    return [[int(v) for v in row[:n]] for row, n in zip(seq, lengths)]
+
+
 @torch.no_grad()
-def _propose(model, prompt_ids, responses, substitution_only=False):
-    """One forward pass of phase B step 1: per response, r (token head argmax, ``<del>`` allowed) and
-    g (insertion head of the previous position, i.e. rolled by one), both length len(response)."""
-    ids, att = _pack(prompt_ids, responses)
-    cur, nxt = model(ids, att)
-    r_all = _forbid(cur, (MASK,)).argmax(-1).numpy()
-    g_all = _forbid(nxt, (MASK,)).argmax(-1).numpy()
-    out = []
-    for i, resp in enumerate(responses):
-        n = len(resp)
-        r = [int(v) for v in r_all[i, RESP_START:RESP_START + n]]
-        g = [int(v) for v in g_all[i, RESP_START - 1:RESP_START - 1 + n]]
-        if substitution_only:
-            r = [y if v == DEL else v for v, y in zip(r, resp)]
-            g = list(r)
-        out.append((r, g))
-    return out
+def _propose(model, prompt_ids, seq, lengths, substitution_only=False):
+    """One forward pass of phase B step 1 on the (n, ``CANVAS``) responses: r (token head argmax,
+    ``<del>`` allowed) and g (insertion head of the previous position, i.e. rolled by one), both
+    (n, ``CANVAS``). Substitution only: a proposed ``<del>`` keeps the token, g = r."""
+    ids = np.concatenate([prompt_ids, seq], axis=1)
+    att = np.concatenate([np.ones_like(prompt_ids), np.arange(CANVAS)[None, :] < lengths[:, None]], axis=1)
+    cur, nxt = model(torch.as_tensor(ids), torch.as_tensor(att.astype(np.int64)))
+    r = _forbid(cur, (MASK,)).argmax(-1).numpy()[:, RESP_START:]
+    g = _forbid(nxt, (MASK,)).argmax(-1).numpy()[:, RESP_START - 1:-1]
+    if substitution_only:
+        r = np.where(r == DEL, seq, r)
+        g = r
+    return r, g
 
 
 def edit_passes(model, prompts, responses, E: int, *, substitution_only: bool = False,
                 keep_trace: int = 0) -> dict:
     """Phase B: E edit passes on ``responses`` (lists of token ids, prompt frozen).
 
-    Each pass: one forward pass, r and g from :func:`_propose`, the update :func:`apply_edits`
-    (deletions, replacements, insertions in parallel; truncated to the canvas). A response has
-    converged at the first pass with r = y and g = y everywhere. Returns ``states`` (list over passes
-    0..E of the responses), ``real_steps`` (per response: passes that changed it before convergence,
-    E if it never converged), ``forward_passes`` (= E) and ``traces`` for the first ``keep_trace``
-    responses (per pass: before, r, g, deleted positions, inserted gaps, after)."""
+    Each pass: one forward pass, r and g from :func:`_propose`, the update :func:`apply_edits_batch`
+    (deletions, replacements, insertions in parallel; truncated to the canvas; an emptied response
+    becomes ``[<eos>]``). A response has converged at the first pass with r = y and g = y
+    everywhere. Returns ``states`` (list over passes 0..E of the responses, as lists),
+    ``real_steps`` (per response: passes that changed it before convergence, E if it never
+    converged), ``forward_passes`` (= E) and ``traces`` for the first ``keep_trace`` responses (per
+    pass: before, r, g, deleted positions, inserted gaps, after)."""
     prompt_ids = encode_prompts(prompts)
-    current = [list(map(int, r)) for r in responses]
-    states = [current]
-    real = np.full(len(current), E, dtype=np.int64)
-    converged = np.zeros(len(current), dtype=bool)
-    traces = [[] for _ in range(min(keep_trace, len(current)))]
+    seq, lengths = _as_array(responses)
+    states = [_as_lists(seq, lengths)]
+    real = np.full(len(seq), E, dtype=np.int64)
+    converged = np.zeros(len(seq), dtype=bool)
+    traces = [[] for _ in range(min(keep_trace, len(seq)))]
     for e in range(E):
-        proposals = _propose(model, prompt_ids, current, substitution_only)
-        new = []
-        for i, (resp, (r, g)) in enumerate(zip(current, proposals)):
-            if not converged[i] and r == resp and g == resp:
-                converged[i], real[i] = True, e
-            nxt = apply_edits(resp, r, g)[:CANVAS]
-            if not nxt:
-                nxt = [EOS]
-            new.append(nxt)
-            if i < len(traces):
-                traces[i].append({"pass": e + 1, "before": resp, "r": r, "g": g,
-                                  "deleted": [k for k, v in enumerate(r) if v == DEL],
-                                  "replaced": [k for k, v in enumerate(r) if v != DEL and v != resp[k]],
-                                  "inserted": [k for k, v in enumerate(r) if v != DEL and g[k] != v],
-                                  "after": nxt})
-        current = new
-        states.append(current)
+        r, g = _propose(model, prompt_ids, seq, lengths, substitution_only)
+        same = ((r == seq) & (g == seq) | (np.arange(CANVAS)[None, :] >= lengths[:, None])).all(1)
+        real[same & ~converged] = e
+        converged |= same
+        new, new_lengths = apply_edits_batch(seq, lengths, r, g)
+        empty = new_lengths == 0
+        new[empty, 0], new_lengths[empty] = EOS, 1
+        for i, trace in enumerate(traces):
+            n = int(lengths[i])
+            before, ri, gi = (_as_lists(x[i:i + 1], lengths[i:i + 1])[0] for x in (seq, r, g))
+            trace.append({"pass": e + 1, "before": before, "r": ri, "g": gi,
+                          "deleted": [k for k in range(n) if ri[k] == DEL],
+                          "replaced": [k for k in range(n) if ri[k] != DEL and ri[k] != before[k]],
+                          "inserted": [k for k in range(n) if ri[k] != DEL and gi[k] != ri[k]],
+                          "after": _as_lists(new[i:i + 1], new_lengths[i:i + 1])[0]})
+        seq, lengths = new, new_lengths
+        states.append(_as_lists(seq, lengths))
     return {"states": states, "real_steps": real, "forward_passes": E, "traces": traces}
+
+
+FILL_SIZES = (2, 4, CANVAS)  # the release's P in {2, 4, 8, 16}, cut at our canvas (all at once)
 
 
 def edit_mode_batch(model, prompts, answers, t: np.ndarray, k: int, rng) -> list:
     """Edit mode, building the on-policy inputs: mask row b of the clean canvas at rate t_b, fill the masks
-    with the current model (no gradient; P ~ U{2, 4, 8, 11} random positions per pass), delete
+    with the current model (no gradient; P uniform over :data:`FILL_SIZES` random positions per pass), delete
     ``<pad>`` and force ``<eos>`` last, then run k edit passes with the current model. Returns the
     edited responses (lists, final token included)."""
     prompt_ids = encode_prompts(prompts)
     canvas = clean_canvas(answers)
     masked = rng.random(canvas.shape) < t[:, None]
     ids = np.concatenate([prompt_ids, np.where(masked, MASK, canvas)], axis=1)
-    P = int(rng.choice([2, 4, 8, CANVAS]))
+    P = int(rng.choice(FILL_SIZES))
     filled, _ = fill_masks_random(model, ids, P, rng)
     responses = [_finish_draft(row[RESP_START:]) for row in filled]
     if k > 0:
@@ -374,29 +494,29 @@ def edit_mode_batch(model, prompts, answers, t: np.ndarray, k: int, rng) -> list
 def edit_mode_loss(model, prompts, answers, responses, t: np.ndarray) -> tuple[torch.Tensor, dict]:
     """Edit mode loss: labels from :func:`edit_labels` against the clean answers; the token head is
     trained on every response position, the insertion head on every labelled gap (gap k at the
-    hidden state of position k - 1); loss per row = (mean CE_cur + mean CE_nxt) / t_b, averaged."""
+    hidden state of position k - 1); each head's loss is mean_b sum CE / L (:func:`_weighted_ce` without
+    the 1/t_b: t_b only set how corrupt the draft is, and every position is supervised)."""
     ids, att = _pack(encode_prompts(prompts), responses)
+    token, gap = edit_labels_batch([resp[:-1] for resp in responses], [list(a) for a in answers])
+    width = token.shape[1]
     cur_lab = np.full((len(responses), SEQ_LEN), IGNORE, dtype=np.int64)
     nxt_lab = np.full((len(responses), SEQ_LEN), IGNORE, dtype=np.int64)
-    for i, (resp, ans) in enumerate(zip(responses, answers)):
-        token, gap = edit_labels(resp[:-1], list(ans))
-        n1 = len(resp)
-        cur_lab[i, RESP_START:RESP_START + n1] = token
-        nxt_lab[i, RESP_START - 1:RESP_START - 1 + n1] = gap
+    cur_lab[:, RESP_START:RESP_START + width] = token
+    nxt_lab[:, RESP_START - 1:RESP_START - 1 + width] = gap
     cur, nxt = model(ids, att)
-    loss_cur, ce_cur = _weighted_ce(cur, torch.as_tensor(cur_lab), t)
-    loss_nxt, ce_nxt = _weighted_ce(nxt, torch.as_tensor(nxt_lab), t)
+    loss_cur, ce_cur = _weighted_ce(cur, torch.as_tensor(cur_lab), None)
+    loss_nxt, ce_nxt = _weighted_ce(nxt, torch.as_tensor(nxt_lab), None)
     return loss_cur + loss_nxt, {"ce_cur": ce_cur, "ce_nxt": ce_nxt}
 
 
-def _make_optimiser(model, cfg):
+def _make_optimiser(model, cfg, steps: int):
     """AdamW (weight decay 0.01), linear warmup over ``cfg.warmup`` steps, then cosine decay to 0 over
-    ``steps1 + steps2`` (the release's schedule; both phase-2 branches continue phase 1's schedule)."""
+    ``steps``: the release's optimiser and schedule, set up afresh for each training stage (phase 1,
+    then each phase-2 branch, as the release's stage 3 is a run of its own)."""
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.01)
-    total = cfg.steps1 + cfg.steps2
 
     def factor(step):
-        return min(1.0, (step + 1) / cfg.warmup) * 0.5 * (1 + math.cos(math.pi * min(step, total) / total))
+        return min(1.0, (step + 1) / cfg.warmup) * 0.5 * (1 + math.cos(math.pi * min(step, steps) / steps))
 
     sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
     return opt, sched
@@ -416,11 +536,11 @@ def step_schedule(L: int, S: int) -> list[int]:
 
 @torch.no_grad()
 def draft(model, prompts, S: int) -> dict:
-    """Phase A: a canvas of 11 ``[MASK]`` filled in S forward passes. Each pass: x^_i = argmax of the
+    """Phase A: a canvas of ``CANVAS`` ``[MASK]`` filled in S forward passes. Each pass: x^_i = argmax of the
     token head with ``<del>`` (and ``[MASK]``) forbidden; confidence = softmax probability of x^_i
     with ``<pad>`` also forbidden (0 when x^_i is ``<pad>``); commit the n_s still-masked positions
     of largest confidence (n_s from :func:`step_schedule`). Then delete ``<pad>`` and force the last
-    token to ``<eos>``. Returns ``canvas`` (n, 11), ``responses`` (lists) and ``forward_passes`` = S."""
+    token to ``<eos>``. Returns ``canvas`` (n, ``CANVAS``), ``responses`` (lists) and ``forward_passes`` = S."""
     ids = np.concatenate([encode_prompts(prompts), np.full((len(prompts), CANVAS), MASK, dtype=np.int64)], axis=1)
     for n_s in step_schedule(CANVAS, S):
         cur, _ = model(torch.as_tensor(ids))

@@ -1,10 +1,10 @@
 """The toy ME-DLM is applied to, "one prompt, three valid answers": a prompt is a digit string of
-length 3-5, its valid answers are its reverse, its sorted digits and every digit doubled. Prompts,
+length 2-3, its valid answers are its reverse, its sorted digits and every digit doubled. Prompts,
 answers and training batches, the validity of a response and its distance to the nearest valid
 answer (the task metrics), and readable tokens.
 
 Contents: :func:`valid_answers`, :func:`is_valid`, :func:`nearest_valid_distance`,
-:func:`draw_prompts`, :func:`response_answer`, :func:`detok` (and the training batch
+:data:`MODES`, :func:`nearest_mode`, :func:`draw_prompts`, :func:`response_answer`, :func:`detok` (and the training batch
 ``_training_batch``, the metrics ``_response_valid``, ``_response_distance``). The token ids and
 the sequence layout are in :mod:`.method`.
 """
@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from .method import DEL, EOS, MASK, MAX_PROMPT, PAD, SEP, levenshtein
+from .method import DEL, EOS, MASK, MAX_PROMPT, MIN_PROMPT, PAD, SEP, levenshtein
 
 __all__ = [
     "valid_answers",
     "is_valid",
     "nearest_valid_distance",
+    "MODES",
+    "nearest_mode",
     "draw_prompts",
     "response_answer",
     "detok",
@@ -44,9 +46,18 @@ def nearest_valid_distance(prompt, answer) -> int:
     return min(levenshtein(list(answer), list(v)) for v in valid_answers(prompt))
 
 
+MODES = ("reverse", "sorted", "doubled")
+
+
+def nearest_mode(prompt, answer) -> int:
+    """Index in :data:`MODES` of the valid answer nearest to ``answer`` (Levenshtein; the first on
+    ties): the answer mode a response was heading for."""
+    return int(np.argmin([levenshtein(list(answer), list(v)) for v in valid_answers(prompt)]))
+
+
 def draw_prompts(n: int, rng: np.random.Generator) -> list[tuple]:
-    """n prompts: length uniform in {3, 4, 5}, digits uniform."""
-    lengths = rng.integers(3, MAX_PROMPT + 1, size=n)
+    """n prompts: length uniform in {``MIN_PROMPT``, ..., ``MAX_PROMPT``} (2 or 3), digits uniform."""
+    lengths = rng.integers(MIN_PROMPT, MAX_PROMPT + 1, size=n)
     return [tuple(int(d) for d in rng.integers(0, 10, size=k)) for k in lengths]
 
 
