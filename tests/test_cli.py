@@ -112,3 +112,13 @@ def test_an_out_that_is_a_file_is_refused(tmp_path, capsys):
     assert main(["run", "bidprice_routing", "--out", str(target)]) == 2
     assert "is a file, not a folder" in capsys.readouterr().err
     assert target.read_text() == "not a folder"
+
+
+def test_params_prints_each_parameter_with_its_type_default_and_meaning(capsys):
+    assert main(["params", "foam", "--profile", "smoke"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:4] == ["parameter", "type", "default", "(smoke)"]
+    steps = next(line for line in lines if line.startswith("steps "))
+    assert steps.split()[:3] == ["steps", "int", "60"] and "training steps" in steps
+    assert main(["params", "foam", "--profile", "quick"]) == 2
+    assert "valid profiles: smoke, book, paper" in capsys.readouterr().err

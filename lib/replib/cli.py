@@ -1,7 +1,7 @@
 """The `replib` command: run chapters with papermill, regenerate the scoreboard, list and check results.
 
     replib run bidprice_routing --profile book --seeds 5 6 7 --out runs/x -p arrival_steps=400
-    replib scoreboard | replib check | replib list
+    replib scoreboard | replib check | replib list | replib params foam --profile paper
     replib book | replib smoke          (what `make book` and `make test` call)
     replib sync                         (after editing a notebook's .py: Colab cell and .ipynb twin)
     replib student foam --out handout   (notebooks with the exercise answers replaced by stubs)
@@ -230,6 +230,37 @@ def cmd_run(args) -> int:
     return 1 if failed else 0
 
 
+def parameter_table(slug: str, profile: str) -> list[tuple[str, str, str, str]]:
+    """(name, type, default under ``profile``, meaning) for each parameter of the chapter's experiment
+    notebook: types and defaults from the chapter's EXPERIMENT_PROFILES, meanings from the comments
+    of the notebook's parameters cell."""
+    import importlib
+
+    defaults = importlib.import_module(f"replib.papers.{check_slug(slug)}.experiment").EXPERIMENT_PROFILES[profile]
+    rows = []
+    for name, info in experiment_parameters(slug).items():
+        if name == "profile":
+            rows.append((name, "str", profile, f"one of {', '.join(PROFILES)}"))
+            continue
+        default = defaults.get(name)
+        rows.append((name, type(default).__name__, repr(default), info.get("help") or ""))
+    return rows
+
+
+def cmd_params(args) -> int:
+    try:
+        check_slug(args.chapter)
+    except ValueError as err:
+        raise UsageError(str(err)) from err
+    if args.profile not in PROFILES:
+        raise UsageError(f"unknown profile {args.profile!r}; valid profiles: {', '.join(PROFILES)}")
+    rows = [("parameter", "type", f"default ({args.profile})", "meaning")] + parameter_table(args.chapter, args.profile)
+    widths = [min(max(len(r[i]) for r in rows), 40) for i in range(3)]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths)) + "  " + row[3])
+    return 0
+
+
 def cmd_scoreboard(args) -> int:
     from .core.results import write_scoreboard
 
@@ -320,6 +351,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--update-results", action="store_true",
                      help="also replace data/results/<slug>.json and the scoreboard (book profile only)")
     run.set_defaults(func=cmd_run)
+    params = sub.add_parser("params", help="a chapter's experiment parameters: type, default, meaning")
+    params.add_argument("chapter")
+    params.add_argument("--profile", default="book", help=f"one of {', '.join(PROFILES)} (default book)")
+    params.set_defaults(func=cmd_params)
     sub.add_parser("scoreboard", help="regenerate book/scoreboard.md").set_defaults(func=cmd_scoreboard)
     sub.add_parser("check", help="name results whose sources changed").set_defaults(func=cmd_check)
     sub.add_parser("list", help="chapters, claims and verdicts").set_defaults(func=cmd_list)
