@@ -176,6 +176,8 @@ credit.pivot_table(index=["method", "step"], columns="level", values="grad").rou
 #   should route depth to the hard steps and spend far fewer tokens than an agent that always plans.
 # - Against GRPO from the same start, CoPO's softer level targets may cost success: its fixed point
 #   cannot make level 4 certain at hard steps.
+# - Both could come from CoSFT alone, whose level labels already route depth; the experiment keeps
+#   the CoSFT policy as the control that tells whether the RL stage adds anything.
 # - The toy's "thoughts" are noisy feature modules, not written reasoning: it tests the credit rule,
 #   not an LLM's ability to think at a level.
 #

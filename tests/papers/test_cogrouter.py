@@ -303,9 +303,20 @@ def tiny_run():
     from replib import core
 
     with core.runtime.compute_threads(1):
-        cfg = core.configure(experiment.EXPERIMENT_PROFILES, "smoke", cosft_steps=30, iterations=2, eval_every=1,
-                             n_eval=24, n_premise_episodes=24, methods=list(experiment.METHODS))
+        cfg = core.configure(experiment.EXPERIMENT_PROFILES, "smoke", cosft_steps=30, iterations=4, eval_every=1,
+                             plateau_window=1, n_eval=24, n_val=24, n_premise_episodes=24,
+                             methods=list(experiment.METHODS))
         return cfg, experiment.run_experiment(cfg), experiment.run_experiment(cfg)
+
+
+def test_plateaued_compares_the_last_two_windows():
+    assert not experiment.plateaued([0.1, 0.2, 0.3], window=2, delta=0.01)  # fewer than 2 windows
+    assert not experiment.plateaued([0.1, 0.2, 0.3, 0.4], window=2, delta=0.01)  # gain 0.2
+    assert experiment.plateaued([0.1, 0.2, 0.3, 0.3], window=2, delta=0.21)  # gain 0.15 below 0.21
+    assert experiment.plateaued([0.5, 0.5, 0.4, 0.4], window=2, delta=0.0)  # a drop has plateaued
+    assert not experiment.plateaued([0.9, 0.0, 0.2, 0.5, 0.6], window=2, delta=0.05)  # only the last 4 count
+    assert experiment.plateaued([0.0, 0.9, 0.5, 0.5, 0.5], window=2, delta=0.05)
+    assert not experiment.plateaued([0.5] * 10, window=0, delta=1.0)  # window 0: never stops
 
 
 def test_pipeline_gives_every_declared_claim_and_is_deterministic(tiny_run):
@@ -316,18 +327,37 @@ def test_pipeline_gives_every_declared_claim_and_is_deterministic(tiny_run):
     ids = {c["id"] for c in core.load_chapter("cogrouter")["claims"]}
     assert set(values) == set(cfg.seeds) and set(values[0]) == ids
     assert all(isinstance(v, float) for v in values[0].values())
-    for key in ("evals", "levels", "curves", "expansion", "premise", "confidence", "cosft_losses"):
+    for key in ("evals", "levels", "validation", "curves", "expansion", "stops", "premise", "confidence",
+                "cosft_losses"):
         pd.testing.assert_frame_equal(first[key], again[key])
-    evals = first["evals"]
+    evals, validation, stops = first["evals"], first["validation"], first["stops"].set_index("method")
     assert set(evals.method) == set(experiment.METHODS)
-    assert sorted(evals[(evals.method == "copo") & (evals.temperature == 0.4)].iteration) == [0, 1, 2]
+    assert set(stops.index) == set(experiment.METHODS) - {"cosft"}
+    for name, stop in stops.iterrows():  # each RL agent stops by the rule or at the cap, evaluated at 0 and there
+        history = validation[validation.method == name]
+        assert history.iteration.tolist() == list(range(stop.iterations + 1))
+        assert bool(stop.plateaued) == experiment.plateaued(history.success.tolist(), 1, cfg.plateau_delta)
+        assert stop.plateaued or stop.iterations == cfg.iterations
+        for k in range(1, stop.iterations):  # the rule did not hold earlier
+            assert not experiment.plateaued(history.success.tolist()[:k + 1], 1, cfg.plateau_delta)
+        assert sorted(evals[(evals.method == name) & (evals.temperature == 0.4)].iteration) == [0, stop.iterations]
+        assert len(first["curves"][first["curves"].method == name]) == stop.iterations
     assert evals[evals.method == "cosft"].iteration.tolist() == [0, 0]
+    assert validation[validation.method == "cosft"].iteration.tolist() == [0]
     assert np.all(evals[evals.method == "fixed_l4"].cost_per_step == 130.0)
     assert np.all(evals[evals.method == "fixed_l1"].cost_per_step == 8.0)
-    assert set(first["curves"].method) == set(experiment.METHODS) - {"cosft"}
+    assert values[0]["p1_agents_converged"] == pytest.approx(stops.plateaued.mean())
     assert {"cosft_training", "premise", "eval", *experiment.METHODS} <= set(first["seconds"].columns)
     shares = first["levels"].groupby(["method", "iteration", "temperature", "stage_type"])["share"].sum()
     assert np.allclose(shares.dropna(), 1.0)
+
+
+def test_worker_processes_give_the_same_numbers(tiny_run):
+    cfg, first, _ = tiny_run
+    parallel = experiment.run_experiment(SimpleNamespace(**{**vars(cfg), "workers": 2}))
+    for key in first:
+        if key != "seconds":
+            pd.testing.assert_frame_equal(first[key], parallel[key])
 
 
 def test_claim_conventions_on_hand_made_results():
@@ -351,10 +381,14 @@ def test_claim_conventions_on_hand_made_results():
                 d = 0.0 if (it, temperature) == (10, 0.4) else 0.1 + it / 100 + temperature / 10  # decoys differ
                 rows.append(dict(seed=seed, method=name, iteration=it, temperature=temperature, success=success - d,
                                  cost_per_step=cost * (1 + d), level_routine=lr + d, level_hard=lh - d))
-        rows.append(dict(seed=seed, method="cosft", iteration=0, temperature=0.4, success=0.5, cost_per_step=50.0,
-                         level_routine=1.5, level_hard=3.3))
+        rows.append(dict(seed=seed, method="cosft", iteration=0, temperature=0.4, success=0.5 + seed / 10,
+                         cost_per_step=50.0, level_routine=1.5, level_hard=3.3))
+        rows.append(dict(seed=seed, method="cosft", iteration=0, temperature=1.0, success=0.2, cost_per_step=70.0,
+                         level_routine=2.5, level_hard=2.6))  # decoy
     premise = pd.DataFrame([dict(seed=1, c1a=0.75, c1b=0.65, success=0.4), dict(seed=0, c1a=0.9, c1b=0.7, success=0.3)])
-    results = {"evals": pd.DataFrame(rows), "premise": premise}
+    stops = pd.DataFrame([dict(seed=seed, method=m, iterations=10, plateaued=not (seed == 1 and m == "grpo"))
+                          for seed in (0, 1) for m in ("copo", "grpo", "fixed_l4", "grpo_scratch")])
+    results = {"evals": pd.DataFrame(rows), "premise": premise, "stops": stops}
     values = experiment.claim_values(results, cfg)
     expected = {
         0: {"c1a_premise_hard_steps": 0.9, "c1b_premise_routine_steps": 0.7,
@@ -362,13 +396,21 @@ def test_claim_conventions_on_hand_made_results():
             "c2b_success_vs_always_think": 100 * (0.60 - 0.62),  # CoPO - fixed level 4, points
             "c3_depth_tracks_difficulty": 3.5 - 1.2,  # hard - routine levels, CoPO
             "c4_copo_vs_grpo": 100 * (0.60 - 0.70),
-            "m1_copo_vs_grpo_from_scratch": 100 * (0.60 - 0.10)},
+            "m1_copo_vs_grpo_from_scratch": 100 * (0.60 - 0.10),
+            "p1_agents_converged": 1.0,  # every RL agent of seed 0 stopped by the rule
+            "c5_copo_vs_cosft": 100 * (0.60 - 0.50),  # CoPO - CoSFT alone, points
+            "m2_cosft_cost_vs_always_think": 50.0 / 130.0,  # CoSFT / fixed level 4
+            "m3_cosft_depth_gap": 3.3 - 1.5},
         1: {"c1a_premise_hard_steps": 0.75, "c1b_premise_routine_steps": 0.65,
             "c2a_cost_vs_always_think": 52.0 / 130.0,
             "c2b_success_vs_always_think": 100 * (0.80 - 0.70),
             "c3_depth_tracks_difficulty": 3.1 - 1.4,
             "c4_copo_vs_grpo": 100 * (0.80 - 0.65),
-            "m1_copo_vs_grpo_from_scratch": 100 * (0.80 - 0.45)},
+            "m1_copo_vs_grpo_from_scratch": 100 * (0.80 - 0.45),
+            "p1_agents_converged": 0.75,  # GRPO of seed 1 reached the cap
+            "c5_copo_vs_cosft": 100 * (0.80 - 0.60),
+            "m2_cosft_cost_vs_always_think": 50.0 / 130.0,
+            "m3_cosft_depth_gap": 3.3 - 1.5},
     }
     ids = {c["id"] for c in core.load_chapter("cogrouter")["claims"]}
     assert set(values) == {0, 1}
@@ -380,6 +422,8 @@ def test_claim_conventions_on_hand_made_results():
     v = experiment.claim_values(results, cfg)[0]
     assert math.isnan(v["c2a_cost_vs_always_think"]) and math.isnan(v["c2b_success_vs_always_think"])
     assert v["c4_copo_vs_grpo"] == pytest.approx(-10.0)
+    del results["stops"]
+    assert math.isnan(experiment.claim_values(results, cfg)[0]["p1_agents_converged"])
 
 
 # ---- graders ----------------------------------------------------------------------------------

@@ -30,8 +30,9 @@ Modules (torch for the policy, numpy for the task and the theory):
   :func:`cosft_batch`, :func:`cosft`; rollouts (step 1), :func:`rollout`; evaluation,
   :func:`evaluate`.
 * :mod:`.experiment`: one RL iteration on DepthWorld (steps 1-9), :func:`rl_iteration`; the premise
-  check, :func:`premise`; :data:`METHODS` (the baselines are a few lines each, inside
-  :func:`train_method`), :data:`EXPERIMENT_PROFILES`, :func:`train_method`, :func:`run_seed`,
+  check, :func:`premise`; the convergence rule, :func:`plateaued`; :data:`METHODS` (the baselines
+  are a few lines each, inside :func:`train_method`), :data:`EXPERIMENT_PROFILES`,
+  :func:`train_method`, :func:`start_seed`, :func:`run_method`, :func:`run_seed`,
   :func:`run_experiment`, :func:`claim_values`, :func:`regime_sweep`.
 * :mod:`.theory`: the theory notebook's helpers (the digest's theory outline): :func:`weight_bounds`,
   :func:`level_fixed_point`, :func:`iterate_level_update`, :func:`grpo_vs_copo_credit_example`.
@@ -117,23 +118,32 @@ Fidelity notes (the paper's numbers are from an LLM; everything else is the dige
   the expansion: plain A_tau on the sampled responses; isolates the reweighting), ``fixed_l1`` and
   ``fixed_l4`` (level forced in rollouts and evaluation, GRPO on the action head only),
   ``grpo_scratch`` (adaptive GRPO from the random initial policy, no CoSFT). Every RL method of a
-  seed runs the same number of iterations on the same task stream.
-* Evaluation (:func:`evaluate`): a fixed set of ``n_eval`` episodes per seed, at temperatures 0.4 (the
-  paper's) and 1.0, at iteration 0, every ``eval_every`` iterations and at the end. Cost per step
-  and mean levels are averaged over all steps taken (repeated routine steps included).
+  seed runs on the same task stream until the same convergence rule stops it (:func:`plateaued`:
+  success on ``n_val`` fixed validation episodes at temperature 0.4, every ``eval_every``
+  iterations; stop when the mean of the last ``plateau_window`` points is less than
+  ``plateau_delta`` above the mean of the window before), at most ``iterations`` iterations. The
+  rule (8 points of 25 iterations, half a point) was set on a pilot of the baselines alone.
+* Evaluation (:func:`evaluate`): a fixed set of ``n_eval`` episodes per seed (not the validation
+  ones), at temperatures 0.4 (the paper's) and 1.0, at iteration 0 and where the method stopped.
+  Cost per step and mean levels are averaged over all steps taken (repeated routine steps
+  included).
 * Premise (:func:`premise`, claim 1): CoSFT policy, ``n_premise_episodes`` episodes at temperature
   1; at every step of a successful episode c_l for the four levels as in step 5; the argmax level.
 * Streams and determinism: numpy generators seeded by (seed, purpose[, method]) for tasks, thought
-  noise and sampling; the task stream depends on the seed only. :func:`run_seed` runs under
-  :func:`replib.core.runtime.compute_threads` (one thread by default, deterministic algorithms), so
-  a seed gives the same numbers on every run with the same thread count.
+  noise and sampling; the task stream depends on the seed only. Each (seed, method) run
+  (:func:`run_method`) runs under :func:`replib.core.runtime.compute_threads` (one thread by
+  default, deterministic algorithms), so a seed gives the same numbers on every run with the same
+  thread count, whether the runs share one process or ``workers`` processes (spawned; stage 1,
+  :func:`start_seed`, stays in the calling process).
 * Claim conventions (:func:`claim_values`): final evaluation at temperature 0.4; c3 pools the
-  steps of recall and plan stages; claims needing a missing method are nan.
-* Profiles (:data:`EXPERIMENT_PROFILES`): ``smoke`` (1 seed, CoSFT 40 steps, 10 iterations, cosft /
-  copo / grpo; about 1 s), ``book`` (seeds 0-2, CoSFT 400 steps, 500 iterations of each of the five
-  RL methods, evaluation every 25 iterations on 300 episodes; measured 57 s on one thread of a
-  2-core machine, about 19 s per seed; the digest's pilot used 200 iterations), ``paper`` (5 seeds,
-  1500 iterations, 1000 evaluation episodes). One thread: two are not faster for these MLPs.
+  steps of recall and plan stages; p1 is the share of a seed's RL agents stopped by the rule before
+  the cap; claims needing a missing method are nan.
+* Profiles (:data:`EXPERIMENT_PROFILES`): ``smoke`` (1 seed, CoSFT 40 steps, at most 10
+  iterations, cosft / copo / grpo / fixed_l4 / grpo_scratch; a few seconds), ``book`` (seeds 0-4,
+  CoSFT 400 steps, every method but fixed_l1 (in no claim) to the convergence rule, at most 1500
+  iterations, 300 validation and 300 evaluation episodes, 2 worker processes; measured 87-93 s on a
+  2-core machine), ``paper`` (10 seeds, every method, at most 4000 iterations, 1000 episodes each).
+  One thread per process: two are not faster for these MLPs.
 * Exploratory regime search (:func:`regime_sweep`, not judged): CoPO vs GRPO for settings of the
   learning rate, the KL coefficient, the evaluation temperature, the number of iterations and the
   variant (the digest's "strong" DepthWorld above).

@@ -2,16 +2,18 @@
 the premise check of claim 1, the methods and profiles, the runs, the claim values and the
 exploratory regime search.
 
-Contents: :func:`rl_iteration`, :func:`premise`, :data:`METHODS`, :data:`EXPERIMENT_PROFILES`,
-:func:`train_method`, :func:`run_seed`, :func:`run_experiment`, :func:`claim_values`,
-:func:`regime_sweep`. The baselines (GRPO, fixed levels, GRPO from scratch) are a few lines each
+Contents: :func:`rl_iteration`, :func:`premise`, :func:`plateaued` (the convergence rule),
+:data:`METHODS`, :data:`EXPERIMENT_PROFILES`, :func:`train_method`, :func:`start_seed`,
+:func:`run_method`, :func:`run_seed`, :func:`run_experiment`, :func:`claim_values`, :func:`regime_sweep`. The baselines (GRPO, fixed levels, GRPO from scratch) are a few lines each
 (``expand=False``, ``fixed_level``, the initial policy) and live in :func:`train_method`.
 """
 
 from __future__ import annotations
 
 import copy
+import multiprocessing
 import time
+from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 import pandas as pd
@@ -38,9 +40,12 @@ from .task import (
 __all__ = [
     "rl_iteration",
     "premise",
+    "plateaued",
     "METHODS",
     "EXPERIMENT_PROFILES",
     "train_method",
+    "start_seed",
+    "run_method",
     "run_seed",
     "run_experiment",
     "claim_values",
@@ -112,24 +117,35 @@ def premise(policy: LevelPolicy, n_episodes: int, seed: int) -> tuple[dict, list
 # The experiment
 # --------------------------------------------------------------------------------------------
 
+def plateaued(history: list[float], window: int, delta: float) -> bool:
+    """The convergence rule every RL agent is trained to: True when the mean of the last ``window``
+    validation successes is less than ``delta`` above the mean of the ``window`` before them (so at
+    least ``2 * window`` validation points are needed)."""
+    if window < 1 or len(history) < 2 * window:
+        return False
+    return float(np.mean(history[-window:]) - np.mean(history[-2 * window:-window])) < delta
+
+
 METHODS = ("cosft", "copo", "grpo", "fixed_l1", "fixed_l4", "grpo_scratch")
 _METHOD_INDEX = {m: i for i, m in enumerate(METHODS)}
+CLAIM_TEMPERATURE = 0.4  # the claims' (and the convergence rule's) decoding temperature, as in the paper
 
 _COMMON = dict(variant="noisy", cosft_batch=256, cosft_lr=3e-3, label_noise=0.3, batch_tasks=16, group_size=4,
                rollout_temperature=1.0, rl_lr=1e-3, kl_coef=0.1, clip_eps=0.2, entropy_coef=0.001, grad_clip=1.0,
                k=2.0, eval_temperatures=[0.4, 1.0])
+# ``iterations`` is the cap; every RL agent stops earlier when :func:`plateaued` says so, judged on
+# ``n_val`` validation episodes every ``eval_every`` iterations.
 EXPERIMENT_PROFILES = {
-    "smoke": dict(seeds=[0], cosft_steps=40, iterations=10, eval_every=5, n_eval=100, n_premise_episodes=64,
+    "smoke": dict(seeds=[0], cosft_steps=40, iterations=10, eval_every=5, plateau_window=1, plateau_delta=0.005,
+                  n_val=100, n_eval=100, n_premise_episodes=64, workers=1,
                   methods=["cosft", "copo", "grpo", "fixed_l4", "grpo_scratch"], **_COMMON),  # c2a, c2b, m1 need the last two
-    "book": dict(seeds=[0, 1, 2], cosft_steps=400, iterations=500, eval_every=25, n_eval=300,
-                 n_premise_episodes=400, methods=list(METHODS), **_COMMON),
-    "paper": dict(seeds=[0, 1, 2, 3, 4], cosft_steps=400, iterations=1500, eval_every=50, n_eval=1000,
-                  n_premise_episodes=1000, methods=list(METHODS), **_COMMON),
+    "book": dict(seeds=[0, 1, 2, 3, 4], cosft_steps=400, iterations=1500, eval_every=25, plateau_window=8,
+                 plateau_delta=0.005, n_val=300, n_eval=300, n_premise_episodes=400, workers=2,
+                 methods=[m for m in METHODS if m != "fixed_l1"], **_COMMON),
+    "paper": dict(seeds=list(range(10)), cosft_steps=400, iterations=4000, eval_every=25, plateau_window=8,
+                  plateau_delta=0.005, n_val=1000, n_eval=1000, n_premise_episodes=1000, workers=2, methods=list(METHODS),
+                  **_COMMON),
 }
-
-
-def _eval_points(cfg) -> set[int]:
-    return set(range(0, cfg.iterations + 1, max(1, cfg.eval_every))) | {cfg.iterations}
 
 
 def _method_policy(method: str, cosft_policy: LevelPolicy, init_policy: LevelPolicy) -> LevelPolicy:
@@ -159,23 +175,26 @@ def _expansion_rows(seed, method, iteration, batch, policy) -> list:
     return rows
 
 
-def train_method(method: str, cosft_policy: LevelPolicy, init_policy: LevelPolicy, eval_tasks: dict, cfg, seed: int,
-                 progress=None) -> dict:
+def train_method(method: str, cosft_policy: LevelPolicy, init_policy: LevelPolicy, eval_tasks: dict,
+                 val_tasks: dict, cfg, seed: int, progress=None) -> dict:
     """One method of one seed from copies of the CoSFT policy (``grpo_scratch``: of the random
     initial policy); the given policies are not changed.
 
-    ``cosft`` is evaluated once (iteration 0). The RL methods run ``cfg.iterations`` iterations of
-    :func:`rl_iteration` (expansion for ``copo`` only) on the seed's task stream (B tasks per
-    iteration, the same for every method), with the KL reference frozen at the start policy, and
-    are evaluated at iteration 0, every ``eval_every`` and at the end, at each of
-    ``eval_temperatures`` on ``eval_tasks``. Returns rows ``evals``, ``levels`` (level
-    distributions), ``curves`` (per iteration), ``expansion`` (copo) and ``seconds``."""
+    ``cosft`` is evaluated once (iteration 0). The RL methods run :func:`rl_iteration` (expansion
+    for ``copo`` only) on the seed's task stream (B tasks per iteration, the same for every method),
+    with the KL reference frozen at the start policy, until the convergence rule :func:`plateaued`
+    holds on the validation successes (``val_tasks`` at temperature 0.4, every ``eval_every``
+    iterations, iteration 0 included) or ``cfg.iterations`` is reached. They are evaluated on
+    ``eval_tasks`` at each of ``eval_temperatures`` at iteration 0 and where they stop. Returns rows
+    ``evals``, ``levels`` (level distributions), ``validation`` (the learning curves), ``curves``
+    (training statistics per iteration), ``expansion`` (copo), ``stops`` (iterations run, and
+    whether the rule stopped it before the cap) and ``seconds``."""
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; expected one of {METHODS}")
     policy = _method_policy(method, cosft_policy, init_policy)
     reference = copy.deepcopy(policy).requires_grad_(False)
     m = _METHOD_INDEX[method]
-    evals, levels, curves, expansion = [], [], [], []
+    out = {key: [] for key in ("evals", "levels", "validation", "curves", "expansion", "stops")}
     seconds = {"rl": 0.0, "eval": 0.0}
 
     def run_eval(iteration):
@@ -184,37 +203,55 @@ def train_method(method: str, cosft_policy: LevelPolicy, init_policy: LevelPolic
             rng = np.random.default_rng([seed, 4, m, iteration, j])
             summary, dist = evaluate(policy, eval_tasks, rng, temperature)
             key = {"seed": seed, "method": method, "iteration": iteration, "temperature": float(temperature)}
-            evals.append({**key, **summary})
-            levels.extend({**key, **row} for row in dist)
+            out["evals"].append({**key, **summary})
+            out["levels"].extend({**key, **row} for row in dist)
         seconds["eval"] += time.perf_counter() - start
 
+    def validate(iteration) -> float:
+        start = time.perf_counter()
+        summary, _ = evaluate(policy, val_tasks, np.random.default_rng([seed, 7, m, iteration]), CLAIM_TEMPERATURE)
+        out["validation"].append({"seed": seed, "method": method, "iteration": iteration, **summary})
+        seconds["eval"] += time.perf_counter() - start
+        return summary["success"]
+
     run_eval(0)
+    history = [validate(0)]
     if method != "cosft":
         task_rng = np.random.default_rng([seed, 1])
         agent_rng = np.random.default_rng([seed, 2, m])
         optimiser = torch.optim.Adam(policy.parameters(), lr=cfg.rl_lr)
-        eval_at = _eval_points(cfg)
+        it, stopped = 0, False
         iterations = range(1, cfg.iterations + 1)
         for it in progress(iterations) if progress else iterations:
             start = time.perf_counter()
             tasks = sample_tasks(cfg.batch_tasks, task_rng, cfg.variant)
             stats, batch = rl_iteration(policy, reference, optimiser, tasks, agent_rng, cfg, expand=method == "copo")
             if method == "copo":
-                expansion += _expansion_rows(seed, method, it, batch, policy)
+                out["expansion"] += _expansion_rows(seed, method, it, batch, policy)
             seconds["rl"] += time.perf_counter() - start
-            curves.append({"seed": seed, "method": method, "iteration": it, **stats})
-            if it in eval_at:
-                run_eval(it)
-    return {"policy": policy, "evals": evals, "levels": levels, "curves": curves, "expansion": expansion,
-            "seconds": seconds}
+            out["curves"].append({"seed": seed, "method": method, "iteration": it, **stats})
+            if it % cfg.eval_every == 0:
+                history.append(validate(it))
+                stopped = plateaued(history, cfg.plateau_window, cfg.plateau_delta)
+                if stopped:
+                    break
+        out["stops"].append({"seed": seed, "method": method, "iterations": it, "plateaued": bool(stopped)})
+        run_eval(it)
+    return {"policy": policy, **out, "seconds": seconds}
 
 
-def run_seed(cfg, seed: int, progress=None, threads: int = 1) -> dict:
-    """One seed: the random initial policy, CoSFT, the premise check and every method of
-    ``cfg.methods``; plain data only (rows). Keys: ``evals``, ``levels``, ``curves``,
-    ``expansion`` (see :func:`train_method`), ``premise`` (summary dict), ``confidence`` (heat-map
-    rows), ``cosft_losses`` and ``seconds`` (``cosft_training``, ``premise``, each RL method's
-    iterations (``cosft``: 0), ``eval``)."""
+_ROW_KEYS = ("evals", "levels", "validation", "curves", "expansion", "stops")
+
+
+def _task_sets(cfg, seed: int) -> tuple[dict, dict]:
+    """The seed's evaluation and validation episodes (fixed, the same for every method)."""
+    return (sample_tasks(cfg.n_eval, np.random.default_rng([seed, 3]), cfg.variant),
+            sample_tasks(cfg.n_val, np.random.default_rng([seed, 6]), cfg.variant))
+
+
+def start_seed(cfg, seed: int, threads: int = 1) -> dict:
+    """Stage 1 of one seed: the random initial policy (``init``), CoSFT (``cosft``, the common
+    start), the premise check (``premise``, ``confidence``), ``cosft_losses`` and ``seconds``."""
     with compute_threads(threads):
         seed_everything(seed)
         init = make_policy(cfg.variant, seed=100 * seed)
@@ -225,36 +262,80 @@ def run_seed(cfg, seed: int, progress=None, threads: int = 1) -> dict:
         start = time.perf_counter()
         prem, conf_rows = premise(policy, cfg.n_premise_episodes, seed)
         seconds["premise"] = time.perf_counter() - start
-        eval_tasks = sample_tasks(cfg.n_eval, np.random.default_rng([seed, 3]), cfg.variant)
-        out = {"evals": [], "levels": [], "curves": [], "expansion": []}
-        seconds["eval"] = 0.0
-        for method in cfg.methods:
-            res = train_method(method, policy, init, eval_tasks, cfg, seed, progress)
-            for key in out:
-                out[key] += res[key]
-            seconds[method] = res["seconds"]["rl"]
-            seconds["eval"] += res["seconds"]["eval"]
-    return {"seed": seed, **out, "premise": prem, "confidence": conf_rows,
-            "cosft_losses": [{"seed": seed, "step": i + 1, "loss": float(v)} for i, v in enumerate(losses)],
-            "seconds": seconds}
+    return {"init": init, "cosft": policy, "premise": prem, "confidence": conf_rows, "seconds": seconds,
+            "cosft_losses": [{"seed": seed, "step": i + 1, "loss": float(v)} for i, v in enumerate(losses)]}
+
+
+def run_method(cfg, seed: int, method: str, cosft_policy: LevelPolicy, init_policy: LevelPolicy, progress=None,
+               threads: int = 1) -> dict:
+    """:func:`train_method` on the seed's fixed episodes, without the trained policy (plain rows,
+    so that a worker process can return it)."""
+    with compute_threads(threads):
+        seed_everything(seed)
+        res = train_method(method, cosft_policy, init_policy, *_task_sets(cfg, seed), cfg, seed, progress)
+    res.pop("policy")
+    return res
+
+
+def _seed_rows(cfg, seed: int, stage1: dict, results: list[dict]) -> dict:
+    out = {key: [row for res in results for row in res[key]] for key in _ROW_KEYS}
+    seconds = {**stage1["seconds"], "eval": sum(res["seconds"]["eval"] for res in results)}
+    seconds.update({method: res["seconds"]["rl"] for method, res in zip(cfg.methods, results)})
+    return {"seed": seed, **out, "premise": stage1["premise"], "confidence": stage1["confidence"],
+            "cosft_losses": stage1["cosft_losses"], "seconds": seconds}
+
+
+def run_seed(cfg, seed: int, progress=None, threads: int = 1) -> dict:
+    """One seed in this process: :func:`start_seed`, then :func:`run_method` for every method of
+    ``cfg.methods``; plain data only (rows). Keys: ``evals``, ``levels``, ``validation``,
+    ``curves``, ``expansion``, ``stops`` (see :func:`train_method`), ``premise`` (summary dict),
+    ``confidence`` (heat-map rows), ``cosft_losses`` and ``seconds`` (``cosft_training``,
+    ``premise``, each method's RL iterations (``cosft``: 0), ``eval``)."""
+    stage1 = start_seed(cfg, seed, threads)
+    results = [run_method(cfg, seed, method, stage1["cosft"], stage1["init"], progress, threads)
+               for method in cfg.methods]
+    return _seed_rows(cfg, seed, stage1, results)
+
+
+def _run_parallel(cfg, threads: int, workers: int) -> list[dict]:
+    """The runs of :func:`run_seed`, each (seed, method) a task on ``workers`` processes; stage 1
+    runs here, seed by seed, while the workers train. Rows are merged in seed and method order, so
+    the numbers are the same as in one process."""
+    stage1, futures = {}, {}
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        for seed in cfg.seeds:
+            stage1[seed] = start_seed(cfg, seed, threads)
+            for method in cfg.methods:
+                futures[seed, method] = pool.submit(run_method, cfg, seed, method, stage1[seed]["cosft"],
+                                                    stage1[seed]["init"], None, threads)
+        return [_seed_rows(cfg, seed, stage1[seed], [futures[seed, m].result() for m in cfg.methods])
+                for seed in cfg.seeds]
 
 
 def run_experiment(cfg, progress=None, threads: int = 1) -> dict:
-    """:func:`run_seed` for every seed; data frames ``evals`` (seed, method, iteration,
-    temperature, success, cost_per_step, steps_per_episode, level_routine, level_recall,
-    level_plan, level_hard), ``levels`` (level distribution per stage type), ``curves`` (training
-    statistics per iteration), ``expansion`` (CoPO's level-head probabilities vs w / sum(w) at
-    expanded states), ``premise`` (one row per seed), ``confidence`` (c and c_hat per stage type and
-    level), ``cosft_losses`` and ``seconds`` (per phase)."""
-    runs = [run_seed(cfg, seed, progress, threads) for seed in cfg.seeds]
+    """:func:`run_seed` for every seed (on ``cfg.workers`` processes when it is above 1; ``progress``
+    is shown only in one process); data frames ``evals`` (seed, method, iteration, temperature,
+    success, cost_per_step, steps_per_episode, level_routine, level_recall, level_plan, level_hard;
+    at iteration 0 and where each method stopped), ``levels`` (level distribution per stage type),
+    ``validation`` (the same summary on the validation episodes, temperature 0.4, every
+    ``eval_every`` iterations: the learning curves), ``stops`` (seed, method, iterations,
+    plateaued), ``curves`` (training statistics per iteration), ``expansion`` (CoPO's level-head
+    probabilities vs w / sum(w) at expanded states), ``premise`` (one row per seed),
+    ``confidence`` (c and c_hat per stage type and level), ``cosft_losses`` and ``seconds`` (per
+    phase)."""
+    workers = getattr(cfg, "workers", 1)
+    if workers > 1:
+        runs = _run_parallel(cfg, threads, workers)
+    else:
+        runs = [run_seed(cfg, seed, progress, threads) for seed in cfg.seeds]
     frames = {key: pd.DataFrame([row for run in runs for row in run[key]])
-              for key in ("evals", "levels", "curves", "expansion", "confidence", "cosft_losses")}
+              for key in (*_ROW_KEYS, "confidence", "cosft_losses")}
     frames["premise"] = pd.DataFrame([run["premise"] for run in runs])
     frames["seconds"] = pd.DataFrame([run["seconds"] for run in runs])
     return frames
 
 
-def _final_eval(evals: pd.DataFrame, seed: int, method: str, temperature: float = 0.4):
+def _final_eval(evals: pd.DataFrame, seed: int, method: str, temperature: float = CLAIM_TEMPERATURE):
     sel = evals[(evals["seed"] == seed) & (evals["method"] == method)
                 & np.isclose(evals["temperature"], temperature)] if len(evals) else evals
     if not len(sel):
@@ -263,14 +344,17 @@ def _final_eval(evals: pd.DataFrame, seed: int, method: str, temperature: float 
 
 
 def claim_values(results: dict, cfg) -> dict[int, dict[str, float]]:
-    """``{seed: {claim_id: value}}`` for every claim of ``chapter.yml``: c1a / c1b from the premise
-    check; c2a = CoPO cost per step / fixed-level-4 cost per step; c2b = (CoPO - fixed level 4)
-    success in points; c3 = CoPO mean level at recall + plan steps minus at routine steps; c4 =
-    (CoPO - GRPO) success in points; m1 = (CoPO - GRPO from scratch) in points. All at temperature
-    0.4, final evaluation; nan where a needed method (or the premise row) is missing."""
+    """``{seed: {claim_id: value}}`` for every claim of ``chapter.yml``: p1 = share of the seed's RL
+    agents that the convergence rule stopped before the cap; c1a / c1b from the premise check; c2a =
+    CoPO cost per step / fixed-level-4 cost per step; c2b = (CoPO - fixed level 4) success in
+    points; c3 = CoPO mean level at recall + plan steps minus at routine steps; c4 = (CoPO - GRPO)
+    success in points; c5 = (CoPO - CoSFT alone) success in points; m1 = (CoPO - GRPO from scratch)
+    in points; m2 and m3 = c2a's ratio and c3's gap for the CoSFT policy alone. All at temperature
+    0.4, final evaluation; nan where a needed method (or the premise or stop rows) is missing."""
     nan = float("nan")
     evals = results["evals"]
     prem = results["premise"].set_index("seed") if len(results.get("premise", [])) else None
+    stops = results.get("stops")
     values = {}
     for seed in cfg.seeds:
         final = {m: _final_eval(evals, seed, m) for m in METHODS}
@@ -282,15 +366,28 @@ def claim_values(results: dict, cfg) -> dict[int, dict[str, float]]:
         def premise_value(key):
             return float(prem.loc[seed, key]) if prem is not None and seed in prem.index else nan
 
-        cost_l4 = get("fixed_l4", "cost_per_step")
+        def points(method, baseline):
+            return 100.0 * (get(method, "success") - get(baseline, "success"))
+
+        def cost_ratio(method):
+            return get(method, "cost_per_step") / get("fixed_l4", "cost_per_step")
+
+        def depth_gap(method):
+            return get(method, "level_hard") - get(method, "level_routine")
+
+        here = stops[stops["seed"] == seed] if stops is not None and len(stops) else []
         values[seed] = {
+            "p1_agents_converged": float(here["plateaued"].mean()) if len(here) else nan,
             "c1a_premise_hard_steps": premise_value("c1a"),
             "c1b_premise_routine_steps": premise_value("c1b"),
-            "c2a_cost_vs_always_think": get("copo", "cost_per_step") / cost_l4 if cost_l4 == cost_l4 else nan,
-            "c2b_success_vs_always_think": 100.0 * (get("copo", "success") - get("fixed_l4", "success")),
-            "c3_depth_tracks_difficulty": get("copo", "level_hard") - get("copo", "level_routine"),
-            "c4_copo_vs_grpo": 100.0 * (get("copo", "success") - get("grpo", "success")),
-            "m1_copo_vs_grpo_from_scratch": 100.0 * (get("copo", "success") - get("grpo_scratch", "success")),
+            "c2a_cost_vs_always_think": cost_ratio("copo"),
+            "c2b_success_vs_always_think": points("copo", "fixed_l4"),
+            "c3_depth_tracks_difficulty": depth_gap("copo"),
+            "c4_copo_vs_grpo": points("copo", "grpo"),
+            "c5_copo_vs_cosft": points("copo", "cosft"),
+            "m1_copo_vs_grpo_from_scratch": points("copo", "grpo_scratch"),
+            "m2_cosft_cost_vs_always_think": cost_ratio("cosft"),
+            "m3_cosft_depth_gap": depth_gap("cosft"),
         }
     return {seed: {k: float(v) for k, v in claims.items()} for seed, claims in values.items()}
 
@@ -301,10 +398,10 @@ _SWEEP_KEYS = {"rl_lr", "kl_coef", "temperature", "variant", "iterations"}
 def regime_sweep(cfg, seed: int, settings: list[dict], progress=None, threads: int = 1) -> pd.DataFrame:
     """Exploratory search (not judged) for a regime where CoPO's direction holds: for each settings
     dict (keys among ``rl_lr``, ``kl_coef``, ``temperature`` (the evaluation temperature),
-    ``variant`` ("noisy" or "strong") and ``iterations``) run CoSFT, then ``copo`` and ``grpo`` on
-    one seed with ``cfg``'s other settings, and return the final evaluation rows (``setting``
-    index, the settings, method, temperature, success, cost per step, mean levels) including the
-    CoSFT policy's."""
+    ``variant`` ("noisy" or "strong") and ``iterations`` (the cap)) run CoSFT, then ``copo`` and
+    ``grpo`` to the convergence rule on one seed with ``cfg``'s other settings, and return the final
+    evaluation rows (``setting`` index, the settings, method, temperature, success, cost per step,
+    mean levels) including the CoSFT policy's."""
     rows = []
     for i, setting in enumerate(settings):
         unknown = set(setting) - _SWEEP_KEYS
@@ -319,7 +416,6 @@ def regime_sweep(cfg, seed: int, settings: list[dict], progress=None, threads: i
         run_cfg.methods = ["cosft", "copo", "grpo"]
         run_cfg.seeds = [seed]
         run_cfg.n_premise_episodes = 8
-        run_cfg.eval_every = run_cfg.iterations
         out = run_seed(run_cfg, seed, progress, threads)
         ev = pd.DataFrame(out["evals"])
         final = ev[ev["iteration"] == ev.groupby("method")["iteration"].transform("max")]
