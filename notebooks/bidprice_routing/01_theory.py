@@ -226,7 +226,8 @@ pd.DataFrame(table).set_index("weights").round(4)
 # more (more tokens), so throughput weight favours long jobs and should cost mean latency. With
 # $\gamma$ both earn the same and only the price separates them: since every waiting request is
 # scored at the same start step $\tau$, the TTFT term cannot favour the request that has waited
-# longest. The experiment tests these directions.
+# longest. The experiment tests the first two directions and checks the third (the TTFT term is the
+# same for every request an epoch scores).
 #
 # ## What to expect in the experiment
 #
@@ -236,6 +237,10 @@ pd.DataFrame(table).set_index("weights").round(4)
 #   fits: mean and tail latency and TTFT should drop well below round robin and its relatives.
 # - Part of that gain may come from central buffering and shortest-job ordering alone; the
 #   experiment separates it with two price-free ablations.
+# - Finishing requests sooner and wasting no work on preemptions should also deliver more tokens
+#   within a fixed window (throughput), and the gain should survive a rise in the arrival rate.
+# - Finishing requests sooner and wasting no work on preemptions should also deliver more tokens
+#   within a fixed window (throughput), and the gain should survive a rise in the arrival rate.
 #
 # ## Summary
 #

@@ -29,6 +29,17 @@ def test_workload_ranges_and_noise():
     assert np.any(wn.o_hat != wn.o)
 
 
+def test_rate_shift_raises_the_second_half_and_leaves_no_shift_unchanged():
+    args = dict(arrival_steps=4000, rate=0.4)
+    w = task.generate_workload(np.random.default_rng(2), **args)
+    same = task.generate_workload(np.random.default_rng(2), rate_shift=1.0, **args)
+    assert np.array_equal(w.arrival, same.arrival) and np.array_equal(w.o_hat, same.o_hat)
+    shifted = task.generate_workload(np.random.default_rng(2), rate_shift=1.5, **args)
+    first = np.sum(shifted.arrival <= 2000) / 2000
+    second = np.sum(shifted.arrival > 2000) / 2000
+    assert abs(first - 0.4) < 0.04 and abs(second - 0.6) < 0.05 and shifted.rate_shift == 1.5
+
+
 # ---- columns, reward, cost ------------------------------------------------------------------
 
 
@@ -272,6 +283,27 @@ def test_metrics_hand_case():
     assert m["mean_e2e"] == 5 and m["completed"] == 1 and m["tokens"] == 5
     assert m["mean_ttft"] == 14 and m["ttft_le_20"] == pytest.approx(1 / 3)
     assert m["preemptions"] == 1 and m["ms_per_epoch"] == pytest.approx(2.0)
+    assert np.isnan(m["throughput"])  # no prompt lengths or window given
+    # throughput: prompt + decode tokens of requests completed within the arrival window, per step
+    r.s = np.array([10, 20, 30])
+    r.o = np.array([5, 6, 7])
+    r.completion = np.array([5, 12, 9])
+    r.arrival_steps = 10
+    m = task.metrics(r)
+    assert m["throughput"] == pytest.approx((15 + 37) / 10)  # request 1 completes after step 10
+    assert m["tokens"] == 18
+
+
+def test_ttft_term_is_shared_within_an_epoch_and_the_spread_would_show_otherwise():
+    w = small_workload(arrival_steps=200, rate=0.55)
+    r = task.run_policy("olp", w, 0, G=2, drain=800, gamma=1.0)
+    assert task.metrics(r)["epochs"] > 0 and r.buffer_len.max() > 1  # epochs scored several requests
+    assert task.metrics(r)["ttft_term_spread"] == 0.0
+    assert np.isnan(task.metrics(task.run_policy("lor", w, 0, G=2, drain=800))["ttft_term_spread"])
+    # the same term over start steps that differ (tau = arrival step) would spread
+    T = task.horizon(w, 800)
+    ft = method.slo_reward(w.o_hat, w.arrival, w.arrival, T, beta=0.0, gamma=1.0).ft
+    assert np.ptp(ft) / T > 0.1
 
 
 # ---- online knapsack ------------------------------------------------------------------------
@@ -331,35 +363,48 @@ def test_exercise_graders_accept_reference_and_reject_wrong(capsys):
 def _claim_rows():
     """Hand-made rows of :func:`experiment.run_experiment`, two seeds with different numbers. The
     best heuristic differs per metric (mean E2E, P99 E2E, mean TTFT), the central ablations beat
-    every heuristic (so they must not count as one), and the OLP variants that a claim does not use
-    carry numbers that would change its value if they were swapped in."""
-    keys = ("mean_e2e", "p99_e2e", "mean_ttft", "p99_ttft", "ttft_le_20", "preemptions", "ms_per_epoch")
+    every heuristic (so they must not count as one), the throughput and shift claims must use Round
+    Robin (not the best heuristic, nor a constant-rate run for the shift), and the OLP variants that
+    a claim does not use carry numbers that would change its value if they were swapped in."""
+    keys = ("mean_e2e", "p99_e2e", "mean_ttft", "p99_ttft", "ttft_le_20", "preemptions", "ms_per_epoch",
+            "throughput", "ttft_term_spread")
+    nan = float("nan")
     table = {
         0: {
-            "round_robin": (200, 900, 30, 90, 0.40, 50, float("nan")),
-            "random": (180, 950, 20, 95, 0.45, 60, float("nan")),
-            "lor": (150, 820, 25, 85, 0.50, 40, float("nan")),
-            "p2c": (160, 800, 40, 99, 0.42, 45, float("nan")),
-            "central_fcfs": (100, 700, 5, 30, 0.90, 0, 0.2),
-            "central_sjf": (125, 710, 6, 35, 0.85, 0, 0.3),
-            "olp beta": (120, 840, 8, 50, 0.70, 0, 1.5),
-            "olp alpha": (160, 880, 12, 45, 0.60, 0, 1.4),
-            "olp gamma": (130, 860, 9, 40, 0.72, 0, 1.6),
-            "olp beta + tail": (140, 870, 7, 42, 0.76, 0, 1.7),
-            "olp beta noisy": (135, 990, 10, 60, 0.65, 7, 1.8),
+            "round_robin": (200, 900, 30, 90, 0.40, 50, nan, 50.0, nan),
+            "random": (180, 950, 20, 95, 0.45, 60, nan, 52.0, nan),
+            "lor": (150, 820, 25, 85, 0.50, 40, nan, 53.0, nan),
+            "p2c": (160, 800, 40, 99, 0.42, 45, nan, 54.0, nan),
+            "central_fcfs": (100, 700, 5, 30, 0.90, 0, 0.2, 60.0, nan),
+            "central_sjf": (125, 710, 6, 35, 0.85, 0, 0.3, 61.0, nan),
+            "olp beta": (120, 840, 8, 50, 0.70, 0, 1.5, 55.0, 0.0),
+            "olp alpha": (160, 880, 12, 45, 0.60, 0, 1.4, 56.0, 0.25),
+            "olp gamma": (130, 860, 9, 40, 0.72, 0, 1.6, 57.0, 0.0),
+            "olp beta + tail": (140, 870, 7, 42, 0.76, 0, 1.7, 58.0, 0.0),
+            "olp beta noisy": (135, 990, 10, 60, 0.65, 7, 1.8, 51.0, 0.0),
+            "round_robin shift": (400, 1500, 80, 200, 0.20, 90, nan, 70.0, nan),
+            "random shift": (380, 1400, 70, 210, 0.22, 95, nan, 60.0, nan),
+            "lor shift": (300, 1300, 60, 190, 0.25, 85, nan, 71.0, nan),
+            "p2c shift": (320, 1350, 65, 195, 0.24, 88, nan, 72.0, nan),
+            "olp beta shift": (220, 1600, 30, 150, 0.40, 12, 2.0, 73.5, 0.0),
         },
         1: {
-            "round_robin": (300, 1000, 50, 150, 0.30, 80, float("nan")),
-            "random": (240, 1200, 45, 140, 0.35, 90, float("nan")),
-            "lor": (260, 1100, 36, 130, 0.38, 70, float("nan")),
-            "p2c": (250, 1050, 60, 160, 0.33, 75, float("nan")),
-            "central_fcfs": (150, 800, 10, 50, 0.80, 0, 0.2),
-            "central_sjf": (200, 900, 12, 60, 0.75, 0, 0.3),
-            "olp beta": (216, 1100, 27, 80, 0.50, 3, 2.25),
-            "olp alpha": (270, 1150, 30, 90, 0.40, 0, 2.0),
-            "olp gamma": (230, 1120, 28, 100, 0.52, 0, 2.1),
-            "olp beta + tail": (220, 1130, 26, 70, 0.45, 0, 2.2),
-            "olp beta noisy": (264, 1300, 33, 120, 0.44, 9, 2.4),
+            "round_robin": (300, 1000, 50, 150, 0.30, 80, nan, 40.0, nan),
+            "random": (240, 1200, 45, 140, 0.35, 90, nan, 41.0, nan),
+            "lor": (260, 1100, 36, 130, 0.38, 70, nan, 42.0, nan),
+            "p2c": (250, 1050, 60, 160, 0.33, 75, nan, 43.0, nan),
+            "central_fcfs": (150, 800, 10, 50, 0.80, 0, 0.2, 44.0, nan),
+            "central_sjf": (200, 900, 12, 60, 0.75, 0, 0.3, 45.0, nan),
+            "olp beta": (216, 1100, 27, 80, 0.50, 3, 2.25, 46.0, 0.0),
+            "olp alpha": (270, 1150, 30, 90, 0.40, 0, 2.0, 47.0, 0.0),
+            "olp gamma": (230, 1120, 28, 100, 0.52, 0, 2.1, 48.0, 0.5),
+            "olp beta + tail": (220, 1130, 26, 70, 0.45, 0, 2.2, 49.0, 0.0),
+            "olp beta noisy": (264, 1300, 33, 120, 0.44, 9, 2.4, 39.0, 0.0),
+            "round_robin shift": (500, 1800, 90, 250, 0.15, 99, nan, 64.0, nan),
+            "random shift": (450, 1700, 85, 240, 0.16, 98, nan, 66.0, nan),
+            "lor shift": (420, 1650, 80, 230, 0.17, 97, nan, 67.0, nan),
+            "p2c shift": (430, 1680, 82, 235, 0.18, 96, nan, 68.0, nan),
+            "olp beta shift": (450, 1900, 70, 260, 0.14, 20, 2.6, 62.0, 0.0),
         },
     }
     policy = {v[0]: v[1] for v in experiment.VARIANTS}
@@ -386,11 +431,15 @@ def test_claim_values_hand_computed():
             "c2a_mean_ttft": 8 / 20,
             "c2b_preemptions": 0.0,
             "c3a_steer_e2e": 120 / 160,
-            "c3b_steer_ttft": 40 / 50,
+            "c3b_ttft_term_shared": 0.0,
+            "m3b_gamma_p99_ttft": 40 / 50,
             "c4a_tail_weight": 0.76 - 0.70,
             "c4b_noisy_e2e": 135 / 150,
             "c5_prices_vs_sjf": 120 / 125,
             "m1_decision_ms": 1.5,
+            "c6_throughput": 51 / 50,
+            "c7a_shift_mean_e2e": 220 / 400,
+            "c7b_shift_throughput": 73.5 / 70,
         },
         # seed 1: best heuristic mean E2E 240 (random), P99 E2E 1000 (round robin), mean TTFT 36 (lor)
         1: {
@@ -399,11 +448,15 @@ def test_claim_values_hand_computed():
             "c2a_mean_ttft": 27 / 36,
             "c2b_preemptions": 3.0,
             "c3a_steer_e2e": 216 / 270,
-            "c3b_steer_ttft": 100 / 80,
+            "c3b_ttft_term_shared": 0.5,
+            "m3b_gamma_p99_ttft": 100 / 80,
             "c4a_tail_weight": 0.45 - 0.50,
             "c4b_noisy_e2e": 264 / 240,
             "c5_prices_vs_sjf": 216 / 200,
             "m1_decision_ms": 2.25,
+            "c6_throughput": 39 / 40,
+            "c7a_shift_mean_e2e": 450 / 500,
+            "c7b_shift_throughput": 62 / 64,
         },
     }
     chapter = Path(__file__).resolve().parents[2] / "notebooks/bidprice_routing/chapter.yml"

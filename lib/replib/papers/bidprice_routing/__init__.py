@@ -13,12 +13,14 @@ Modules:
   :class:`Reservations` (committed U^B, U^M and the hard feasibility check),
   :func:`admit_by_margin` (steps 5-6 of the per-epoch algorithm), the router's hyperparameters
   :class:`OLPConfig`, and the single-resource dual step :func:`knapsack_price_step` of the theory.
-* ``task.py``: the toy world. Workload (Poisson arrivals, log-normal prompt / decode lengths,
-  exact or noisy predictions); a time-stepped cluster simulator shared by every policy
-  (:class:`ClusterSim`), which holds the heuristics (Round Robin, Random, LOR, Power-of-two) that
-  dispatch on arrival, the central-buffer ablations (FCFS, shortest-predicted-job-first) and the
-  OLP bid-price router's scheduling epoch (steps 2-7, assembled from ``method``);
-  :func:`run_policy` and :func:`metrics`.
+* ``task.py``: the toy world. Workload (Poisson arrivals, optionally with a mid-window rate
+  shift, log-normal prompt / decode lengths, exact or noisy predictions); a time-stepped cluster
+  simulator shared by every policy (:class:`ClusterSim`), which holds the heuristics (Round
+  Robin, Random, LOR, Power-of-two) that dispatch on arrival, the central-buffer ablations (FCFS,
+  shortest-predicted-job-first) and the OLP bid-price router's scheduling epoch (steps 2-7,
+  assembled from ``method``);
+  :func:`run_policy` and :func:`metrics` (latencies, TTFT, and throughput within the arrival
+  window as the official code's window experiments count it).
 * ``theory.py``: theory illustration: single-resource online knapsack (offline LP, bid price with
   the offline dual, one-pass projected-SGD dual, first-come greedy).
 * ``experiment.py``: experiment profiles, :func:`run_experiment` (every variant on every seed),

@@ -15,28 +15,35 @@ __all__ = [
     "claim_values",
 ]
 
+# rate_shift: the arrival rate of the second half of the arrival steps, as a multiple of the first
+# half's (the paper's shift 0.4 -> 0.6); shifted runs use the noisy predictions
+_COMMON = dict(noise=0.2, drain=1500, rate_shift=1.5)
 EXPERIMENT_PROFILES = {
     # G = 2 halves the capacity, so the smoke rate is halved to keep the load of the book setting
-    "smoke": dict(seeds=[0], rate=0.275, arrival_steps=100, n_workers=2, noise=0.2, drain=1500),
-    "book": dict(seeds=[0, 1, 2], rate=0.55, arrival_steps=800, n_workers=4, noise=0.2, drain=1500),
-    "paper": dict(
-        seeds=[0, 1, 2, 3, 4], rate=0.55, arrival_steps=2000, n_workers=4, noise=0.2, drain=1500
-    ),
+    "smoke": dict(seeds=[0], rate=0.275, arrival_steps=100, n_workers=2, **_COMMON),
+    "book": dict(seeds=[0, 1, 2], rate=0.55, arrival_steps=800, n_workers=4, **_COMMON),
+    "paper": dict(seeds=[0, 1, 2, 3, 4], rate=0.55, arrival_steps=2000, n_workers=4, **_COMMON),
 }
 
-# (variant name, policy, noisy predictions?, OLP keywords); w_gp = "T" means the horizon T
+# (variant name, policy, workload, OLP keywords); w_gp = "T" means the horizon T. Workloads:
+# "exact" and "noisy" predictions at a constant rate, "shift" the rate shift (noisy predictions).
 VARIANTS = (
-    ("round_robin", "round_robin", False, {}),
-    ("random", "random", False, {}),
-    ("lor", "lor", False, {}),
-    ("p2c", "p2c", False, {}),
-    ("central_fcfs", "central_fcfs", False, {}),
-    ("central_sjf", "central_sjf", False, {}),
-    ("olp beta", "olp", False, {"beta": 1.0}),
-    ("olp alpha", "olp", False, {"alpha": 1.0}),
-    ("olp gamma", "olp", False, {"gamma": 1.0}),
-    ("olp beta + tail", "olp", False, {"beta": 1.0, "w_gp": "T"}),
-    ("olp beta noisy", "olp", True, {"beta": 1.0}),
+    ("round_robin", "round_robin", "exact", {}),
+    ("random", "random", "exact", {}),
+    ("lor", "lor", "exact", {}),
+    ("p2c", "p2c", "exact", {}),
+    ("central_fcfs", "central_fcfs", "exact", {}),
+    ("central_sjf", "central_sjf", "exact", {}),
+    ("olp beta", "olp", "exact", {"beta": 1.0}),
+    ("olp alpha", "olp", "exact", {"alpha": 1.0}),
+    ("olp gamma", "olp", "exact", {"gamma": 1.0}),
+    ("olp beta + tail", "olp", "exact", {"beta": 1.0, "w_gp": "T"}),
+    ("olp beta noisy", "olp", "noisy", {"beta": 1.0}),
+    ("round_robin shift", "round_robin", "shift", {}),
+    ("random shift", "random", "shift", {}),
+    ("lor shift", "lor", "shift", {}),
+    ("p2c shift", "p2c", "shift", {}),
+    ("olp beta shift", "olp", "shift", {"beta": 1.0}),
 )
 
 REPORTED_METRICS = [
@@ -47,7 +54,7 @@ REPORTED_METRICS = [
     "p99_ttft",
     "ttft_le_20",
     "completed",
-    "tokens",
+    "throughput",
     "preemptions",
     "ms_per_epoch",
 ]
@@ -55,21 +62,21 @@ REPORTED_METRICS = [
 
 def run_experiment(cfg, progress=None):
     """Every variant of :data:`VARIANTS` on every seed of ``cfg`` (a resolved profile namespace
-    with seeds, rate, arrival_steps, n_workers, noise, drain).
+    with seeds, rate, arrival_steps, n_workers, noise, drain, rate_shift).
 
-    Per seed one workload is drawn with ``default_rng(seed)``, once with exact and once with noisy
-    predictions (same arrivals and lengths). Returns ``(rows, traces)``: ``rows`` a list of dicts
-    (seed, variant, policy and the :func:`metrics` keys; wrap it in a DataFrame to tabulate) and
+    Per seed the workloads of :func:`experiment_workloads` are drawn with ``default_rng(seed)``.
+    Returns ``(rows, traces)``: ``rows`` a list of dicts (seed, variant, policy and the
+    :func:`metrics` keys; wrap it in a DataFrame to tabulate) and
     ``traces`` the :class:`SimResult` of each variant on the first seed. ``progress`` is an optional
     tqdm-like wrapper of an iterable.
     """
     jobs = [(seed, v) for seed in cfg.seeds for v in VARIANTS]
     it = progress(jobs, total=len(jobs)) if progress is not None else jobs
     rows, traces, loads = [], {}, {}
-    for seed, (variant, policy, noisy, kw) in it:
+    for seed, (variant, policy, workload, kw) in it:
         if seed not in loads:
             loads = {seed: experiment_workloads(cfg, seed)}
-        w = loads[seed][1 if noisy else 0]
+        w = loads[seed][workload]
         T = horizon(w, cfg.drain)
         kw = {k: (float(T) if v == "T" else v) for k, v in kw.items()}
         result = run_policy(policy, w, seed, G=cfg.n_workers, drain=cfg.drain, **kw)
@@ -79,13 +86,18 @@ def run_experiment(cfg, progress=None):
     return rows, traces
 
 
-def experiment_workloads(cfg, seed: int) -> tuple[Workload, Workload]:
-    """The requests of one seed, with exact and with noisy predictions (same arrivals and lengths)."""
+def experiment_workloads(cfg, seed: int) -> dict[str, Workload]:
+    """The requests of one seed: "exact" and "noisy" predictions (same arrivals and lengths) at
+    the constant rate, and "shift", the rate shift ``rate -> rate_shift * rate`` at mid-window with
+    noisy predictions (its own arrivals, from the same seed)."""
     args = dict(rate=cfg.rate, arrival_steps=cfg.arrival_steps)
-    return (
-        generate_workload(np.random.default_rng(seed), **args),
-        generate_workload(np.random.default_rng(seed), noise=cfg.noise, **args),
-    )
+    return {
+        "exact": generate_workload(np.random.default_rng(seed), **args),
+        "noisy": generate_workload(np.random.default_rng(seed), noise=cfg.noise, **args),
+        "shift": generate_workload(
+            np.random.default_rng(seed), noise=cfg.noise, rate_shift=cfg.rate_shift, **args
+        ),
+    }
 
 
 def tail_weight_sweep(cfg, fractions=(0.125, 0.25, 0.5), progress=None) -> list[dict]:
@@ -96,7 +108,7 @@ def tail_weight_sweep(cfg, fractions=(0.125, 0.25, 0.5), progress=None) -> list[
     rows, loads = [], {}
     for seed, fraction in progress(jobs) if progress is not None else jobs:
         if seed not in loads:
-            loads = {seed: experiment_workloads(cfg, seed)[0]}
+            loads = {seed: experiment_workloads(cfg, seed)["exact"]}
         w = loads[seed]
         m = metrics(
             run_policy(
@@ -127,6 +139,7 @@ def claim_values(runs) -> dict:
 
     ``runs``: the rows of :func:`run_experiment` (a list of dicts, or a DataFrame of them). The
     heuristics are RR, Random, LOR and P2C; "best heuristic" is the minimum over them, per seed.
+    The throughput and rate-shift claims compare with Round Robin, as the paper's Tables do.
     Returns ``{seed: {claim_id: value}}``; a ratio with a zero denominator is NaN (0 / 0) or inf.
     """
     if hasattr(runs, "to_dict"):
@@ -148,10 +161,20 @@ def claim_values(runs) -> dict:
             "c2a_mean_ttft": _ratio(olp["mean_ttft"], best("mean_ttft")),
             "c2b_preemptions": float(olp["preemptions"]),
             "c3a_steer_e2e": _ratio(olp["mean_e2e"], m["olp alpha"]["mean_e2e"]),
-            "c3b_steer_ttft": _ratio(m["olp gamma"]["p99_ttft"], olp["p99_ttft"]),
+            "c3b_ttft_term_shared": m["olp gamma"]["ttft_term_spread"],
+            "m3b_gamma_p99_ttft": _ratio(m["olp gamma"]["p99_ttft"], olp["p99_ttft"]),
             "c4a_tail_weight": m["olp beta + tail"]["ttft_le_20"] - olp["ttft_le_20"],
             "c4b_noisy_e2e": _ratio(m["olp beta noisy"]["mean_e2e"], best("mean_e2e")),
             "c5_prices_vs_sjf": _ratio(olp["mean_e2e"], m["central_sjf"]["mean_e2e"]),
+            "c6_throughput": _ratio(
+                m["olp beta noisy"]["throughput"], m["round_robin"]["throughput"]
+            ),
+            "c7a_shift_mean_e2e": _ratio(
+                m["olp beta shift"]["mean_e2e"], m["round_robin shift"]["mean_e2e"]
+            ),
+            "c7b_shift_throughput": _ratio(
+                m["olp beta shift"]["throughput"], m["round_robin shift"]["throughput"]
+            ),
             "m1_decision_ms": olp["ms_per_epoch"],
         }
     return out

@@ -64,6 +64,7 @@ class Workload:
     arrival_steps: int
     rate: float
     noise: float
+    rate_shift: float = 1.0
 
     @property
     def n(self) -> int:
@@ -82,17 +83,23 @@ def generate_workload(
     decode_sigma: float = 0.8,
     prompt_clip: tuple[int, int] = (8, 512),
     decode_clip: tuple[int, int] = (4, 400),
+    rate_shift: float = 1.0,
 ) -> Workload:
     """Toy workload of the digest's "Minimal CPU replication".
 
-    Poisson(``rate``) arrivals in each step ``1..arrival_steps``; prompt length s and decode length o
+    Poisson(``rate``) arrivals in each step ``1..arrival_steps``, or, with ``rate_shift != 1``, an
+    arrival-rate shift: ``rate`` in the first half of the arrival steps and ``rate_shift * rate``
+    in the second (the paper's shift is 0.4 -> 0.6, i.e. 1.5x; where it happens is not stated, we
+    take the midpoint); prompt length s and decode length o
     log-normal with the given (pre-clipping) means and log-scale ``sigma``, rounded and clipped to
     [8, 512] and [4, 400]; predictions ``o_hat = max(1, round(u * o))`` with ``u ~ U(1 - noise,
     1 + noise)`` (``noise = 0.2`` is the paper's noisy setting; ``noise = 0`` gives ``o_hat = o``).
     The uniforms are drawn whatever ``noise`` is, so one seed gives the same arrivals and lengths
     with exact and with noisy predictions.
     """
-    counts = rng.poisson(rate, size=int(arrival_steps))
+    rates = np.full(int(arrival_steps), float(rate))
+    rates[int(arrival_steps) // 2 :] *= float(rate_shift)
+    counts = rng.poisson(rates)
     arrival = np.repeat(np.arange(1, int(arrival_steps) + 1, dtype=np.int64), counts)
     n = arrival.size
 
@@ -106,7 +113,9 @@ def generate_workload(
     o = lognormal(decode_mean, decode_sigma, decode_clip)
     u = rng.uniform(1.0 - noise, 1.0 + noise, size=n)
     o_hat = o.copy() if noise == 0 else np.maximum(1, np.rint(u * o)).astype(np.int64)
-    return Workload(arrival, s, o, o_hat, int(arrival_steps), float(rate), float(noise))
+    return Workload(
+        arrival, s, o, o_hat, int(arrival_steps), float(rate), float(noise), float(rate_shift)
+    )
 
 
 def horizon(workload: Workload, drain: int = 1500) -> int:
@@ -129,7 +138,9 @@ class SimResult:
     those finishing in it included), ``price_B`` / ``price_M`` (OLP only: the mean of p^B and p^M
     per worker over steps k..k + PRICE_WINDOW - 1, after the step's epoch). Events:
     ``preemptions`` (step, worker) pairs, ``epoch_steps`` and ``epoch_seconds`` (wall clock of each
-    central scheduling epoch).
+    central scheduling epoch). ``s`` (prompt lengths) and ``arrival_steps`` give the throughput
+    window of :func:`metrics`; ``ttft_term_spread`` (OLP only) is the largest spread, over the
+    epochs, of the TTFT reward term gamma ft / R_bar across the requests one epoch scores.
     """
 
     policy: str
@@ -149,6 +160,9 @@ class SimResult:
     price_B: np.ndarray | None = None
     price_M: np.ndarray | None = None
     wall_seconds: float = 0.0
+    s: np.ndarray | None = None
+    arrival_steps: int = 0
+    ttft_term_spread: float = float("nan")
 
 
 class ClusterSim:
@@ -212,6 +226,7 @@ class ClusterSim:
         self.R_bar = float(T if cfg.R_bar is None else cfg.R_bar)
         self.hist = History(capacity=max(64, self.w.n))
         self.recorded = np.zeros(self.w.n, dtype=bool)
+        self.ttft_term_spread = 0.0
 
     def _olp_epoch(self, k: int, buffer: list) -> list:
         """One scheduling epoch of the bid-price router (steps 2-7 of the per-epoch algorithm)."""
@@ -230,7 +245,7 @@ class ClusterSim:
         i0 = k - 1
         s, o_hat = w.s[scored], w.o_hat[scored]
         L = np.minimum(o_hat, self.T - k + 1)
-        reward = slo_reward(
+        slo = slo_reward(
             o_hat,
             k,
             w.arrival[scored],
@@ -242,7 +257,11 @@ class ClusterSim:
             w_gp=cfg.w_gp,
             W_gp=cfg.W_gp,
             R_bar=self.R_bar,
-        ).r_norm
+        )
+        reward = slo.r_norm
+        # every scored request starts at tau = k, so the TTFT term gamma (T - k + 1) is shared
+        spread = cfg.gamma * float(np.ptp(slo.ft)) / self.R_bar
+        self.ttft_term_spread = max(self.ttft_term_spread, spread)
         feasible = res.feasible(s, L, i0)
         # every scored column lies in [i0, i0 + max L): price only that window (tau = 1 in it)
         hi = i0 + int(L.max())
@@ -492,6 +511,9 @@ class ClusterSim:
             price_B=self.price_B[:steps] if olp else None,
             price_M=self.price_M[:steps] if olp else None,
             wall_seconds=seconds,
+            s=self.w.s.copy(),
+            arrival_steps=self.w.arrival_steps,
+            ttft_term_spread=self.ttft_term_spread if olp else float("nan"),
         )
 
 
@@ -545,8 +567,12 @@ def metrics(result: SimResult, ttft_slo: int = 20) -> dict:
     E2E = completion - arrival + 1 over completed requests (mean, P95, P99); TTFT = first token -
     arrival over started requests (mean, P99); ``ttft_le_20``: share of *all* requests whose TTFT
     is <= ``ttft_slo``; completed requests; ``tokens`` delivered (sum of o over completed requests)
-    and ``tokens_emitted`` (including work discarded by preemptions); preemptions; router
-    milliseconds per scheduling epoch (NaN for policies without epochs).
+    and ``tokens_emitted`` (including work discarded by preemptions); ``throughput``: prompt plus
+    decode tokens of the requests completed within the arrival window (steps 1..arrival_steps),
+    per step of that window, as the official code's window experiments count it (tokens of
+    requests completed by the time limit / time limit; NaN without ``s`` and ``arrival_steps``);
+    preemptions; router milliseconds per scheduling epoch (NaN for policies without epochs); the
+    TTFT term's spread within an epoch (OLP).
     """
     done = result.completion >= 0
     started = result.first_token >= 0
@@ -558,6 +584,12 @@ def metrics(result: SimResult, ttft_slo: int = 20) -> dict:
         return float(np.percentile(x, p)) if x.size else float("nan")
 
     n = result.arrival.size
+    window = int(result.arrival_steps)
+    if result.s is not None and window > 0:
+        in_window = done & (result.completion <= window)
+        throughput = float((result.s + result.o)[in_window].sum() / window)
+    else:
+        throughput = float("nan")
     return {
         "mean_e2e": float(e2e.mean()) if e2e.size else float("nan"),
         "p95_e2e": q(e2e, 95),
@@ -569,11 +601,13 @@ def metrics(result: SimResult, ttft_slo: int = 20) -> dict:
         "requests": int(n),
         "tokens": int(result.o[done].sum()),
         "tokens_emitted": int(result.tokens_emitted),
+        "throughput": throughput,
         "preemptions": int(len(result.preemptions)),
         "epochs": int(len(result.epoch_seconds)),
         "ms_per_epoch": (
             float(1e3 * np.mean(result.epoch_seconds)) if result.epoch_seconds else float("nan")
         ),
+        "ttft_term_spread": float(result.ttft_term_spread),
         "steps": int(result.steps),
         "wall_s": float(result.wall_seconds),
     }
