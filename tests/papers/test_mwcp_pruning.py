@@ -154,10 +154,35 @@ def test_greedy_selection_is_valid():
 # ---- data, baselines ------------------------------------------------------------------------
 
 
-def test_redundancy_injection():
-    pool = task.load_digits_with_redundancy(np.random.default_rng(0))
+@pytest.fixture(scope="module")
+def generator():
+    return task.fit_digit_generator()
+
+
+def test_digit_generator_draws_learnable_digits(generator):
+    assert generator.means.shape == (10, 5, 64) and generator.chol.shape == (10, 5, 64, 64)
+    assert np.allclose(generator.weights.sum(axis=1), 1.0)
+    X, y = generator.sample(np.random.default_rng(0), 2000)
+    X2, y2 = generator.sample(np.random.default_rng(0), 2000)
+    assert np.array_equal(X, X2) and np.array_equal(y, y2)  # seeded
+    assert X.dtype == np.float32 and X.min() >= 0 and X.max() <= 1
+    assert np.all(np.bincount(y, minlength=10) > 150)
+    # the class means of the drawn images resemble those of the real digits
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    real = np.stack([digits.data[digits.target == c].mean(axis=0) / 16.0 for c in range(10)])
+    drawn = np.stack([X[y == c].mean(axis=0) for c in range(10)])
+    assert np.abs(drawn - real).max() < 0.1
+    # nearest real class mean classifies most drawn images correctly (labels carry the class)
+    nearest = np.argmin(((X[:, None, :] - real[None]) ** 2).sum(axis=-1), axis=1)
+    assert np.mean(nearest == y) > 0.8
+
+
+def test_redundancy_injection(generator):
+    pool = task.load_digits_with_redundancy(np.random.default_rng(0), generator, n_test=3000)
     assert pool.n == 2853 and pool.n_original == 1297
-    assert pool.X_test.shape == (500, 64) and pool.y_test.shape == (500,)
+    assert pool.X_test.shape == (3000, 64) and pool.y_test.shape == (3000,)
     assert pool.is_dup.sum() == 4 * 389 and not pool.is_dup[: pool.n_original].any()
     assert pool.X.min() >= 0 and pool.X.max() <= 1 and pool.X.dtype == np.float32
     dup = np.flatnonzero(pool.is_dup)
@@ -167,9 +192,18 @@ def test_redundancy_injection():
     assert np.array_equal(pool.origin[: pool.n_original], np.arange(pool.n_original))
     diff = np.abs(pool.X[dup] - pool.X[src])
     assert 0.01 < diff.mean() < 0.04 and diff.max() < 0.25  # jitter sd 0.03
-    other = task.load_digits_with_redundancy(np.random.default_rng(1))
-    assert np.array_equal(other.X_test, pool.X_test)  # fixed test split
+    other = task.load_digits_with_redundancy(np.random.default_rng(1), generator, n_test=3000)
+    assert np.array_equal(other.X_test, pool.X_test)  # fixed test set
+    assert not np.array_equal(other.X[:10], pool.X[:10])  # originals drawn per seed
     assert not np.array_equal(other.origin, pool.origin)
+
+
+def test_accuracy_noise_floor():
+    # 100 sqrt(2 a (1 - a) / n): at 96% and n = 100,000 about 0.088 points; it shrinks as 1 / sqrt(n)
+    assert task.accuracy_noise_floor(96.0, 100_000) == pytest.approx(100 * math.sqrt(2 * 0.96 * 0.04 / 1e5))
+    assert task.accuracy_noise_floor(96.0, 500) == pytest.approx(1.2394, abs=1e-4)
+    assert task.accuracy_noise_floor(96.0, 400) == pytest.approx(2 * task.accuracy_noise_floor(96.0, 1600))
+    assert task.accuracy_noise_floor(100.0, 500) == 0.0
 
 
 def test_kcenter_picks_spread_out_points():
@@ -193,8 +227,8 @@ def test_neighbourhoods_are_classwise_clusters():
     assert np.array_equal(c, method.neighbourhoods(z, y, clusters_per_class=4, rng=0))
 
 
-def test_subset_stats():
-    pool = task.load_digits_with_redundancy(np.random.default_rng(0))
+def test_subset_stats(generator):
+    pool = task.load_digits_with_redundancy(np.random.default_rng(0), generator, n_test=10)
     first_dup = int(np.flatnonzero(pool.is_dup)[0])
     S = np.array([pool.origin[first_dup], first_dup, 0 if pool.origin[first_dup] != 0 else 1])
     cluster = pool.y.copy()
@@ -249,14 +283,16 @@ def test_claim_values_cover_chapter_yml():
         0: [("proxy", 0.0, 90.0, 1.0, 0.5), ("full", 0.0, 96.0, 10.0, 0.0),
             ("random", 0.3, 95.0, 7.0, 0.0), ("random", 0.5, 94.0, 5.0, 0.0), ("random", 0.7, 88.0, 3.0, 0.0),
             ("entropy", 0.3, 93.0, 7.0, 0.0), ("entropy", 0.5, 91.0, 5.0, 0.0), ("entropy", 0.7, 90.0, 3.0, 0.0),
+            ("kcenter", 0.3, 95.5, 7.0, 0.1), ("kcenter", 0.5, 94.8, 5.0, 0.1),
             ("kcenter", 0.7, 92.5, 3.0, 0.1),
-            (mw0, 0.3, 99.0, 6.5, 0.25),
+            (mw0, 0.3, 99.0, 6.5, 0.25), (mw0, 0.5, 99.0, 4.5, 0.25),
             (mw1, 0.3, 96.5, 7.0, 0.6), (mw1, 0.5, 95.0, 5.0, 0.6), (mw1, 0.7, 93.0, 3.0, 0.6)],
         5: [("proxy", 0.0, 80.0, 2.0, 0.4), ("full", 0.0, 97.0, 8.0, 0.0),
             ("random", 0.3, 97.5, 6.0, 0.0), ("random", 0.5, 92.0, 4.0, 0.0), ("random", 0.7, 85.0, 2.0, 0.0),
             ("entropy", 0.3, 90.0, 6.0, 0.0), ("entropy", 0.5, 88.0, 4.0, 0.0), ("entropy", 0.7, 89.0, 2.0, 0.0),
+            ("kcenter", 0.3, 96.2, 6.0, 0.1), ("kcenter", 0.5, 93.0, 4.0, 0.1),
             ("kcenter", 0.7, 91.0, 2.0, 0.1),
-            (mw0, 0.3, 50.0, 5.0, 0.2),
+            (mw0, 0.3, 50.0, 5.0, 0.2), (mw0, 0.5, 50.0, 3.0, 0.2),
             (mw1, 0.3, 96.0, 6.0, 1.0), (mw1, 0.5, 93.5, 4.0, 1.0), (mw1, 0.7, 84.0, 2.0, 1.0)],
     }
     rows = []
@@ -267,20 +303,28 @@ def test_claim_values_cover_chapter_yml():
             rows.append(dict(seed=seed, variant=variant, method=method_name, alpha=alpha, ratio=p,
                              accuracy=acc, train_seconds=tr, select_seconds=sel))
     guarantee = {0: {"min_ratio": 0.9, "mean_gap": 0.01}, 5: {"min_ratio": 0.8, "mean_gap": 0.03}}
-    cv = experiment.claim_values(rows, guarantee, {0: 0.4, 5: 0.7})
+    cv = experiment.claim_values(rows, guarantee, {0: 0.4, 5: 0.7}, n_test=500)
     ids = [c["id"] for c in load_chapter("mwcp_pruning")["claims"]]
     assert set(cv) == {0, 5} and set(cv[0]) == set(cv[5]) == set(ids)
     want = {
         0: {"c1a_beats_random_30": 96.5 - 95.0, "c1b_beats_random_50": 95.0 - 94.0,
-            "c2_lossless_30": 96.5 - 96.0, "c3_unified_vs_intrinsic_70": 93.0 - 90.0,
+            "p1_random_lossy_30": 95.0 - 96.0, "p2_random_lossy_50": 94.0 - 96.0,
+            "h1_lossless_30": 96.5 - 96.0, "h2_lossless_50": 95.0 - 96.0,
+            "k1_vs_kcenter_30": 96.5 - 95.5, "k2_vs_kcenter_50": 95.0 - 94.8,
+            "k3_vs_kcenter_70": 93.0 - 92.5, "c3_unified_vs_intrinsic_70": 93.0 - 90.0,
             "c4a_greedy_ratio": 0.9, "c4b_greedy_gap": 0.01,
             "c5_time_end_to_end": (1.0 + 0.6 + 7.0) / 10.0,  # proxy + selection + subset / full
-            "m1_training_time_ratio": 7.0 / 10.0, "m2_selection_seconds_20k": 0.4},
+            "m1_training_time_ratio": 7.0 / 10.0, "m2_selection_seconds_20k": 0.4,
+            "m3_test_noise_floor": 100 * math.sqrt(2 * 0.96 * 0.04 / 500)},  # full-data accuracy
         5: {"c1a_beats_random_30": 96.0 - 97.5, "c1b_beats_random_50": 93.5 - 92.0,
-            "c2_lossless_30": 96.0 - 97.0, "c3_unified_vs_intrinsic_70": 84.0 - 89.0,
+            "p1_random_lossy_30": 97.5 - 97.0, "p2_random_lossy_50": 92.0 - 97.0,
+            "h1_lossless_30": 96.0 - 97.0, "h2_lossless_50": 93.5 - 97.0,
+            "k1_vs_kcenter_30": 96.0 - 96.2, "k2_vs_kcenter_50": 93.5 - 93.0,
+            "k3_vs_kcenter_70": 84.0 - 91.0, "c3_unified_vs_intrinsic_70": 84.0 - 89.0,
             "c4a_greedy_ratio": 0.8, "c4b_greedy_gap": 0.03,
             "c5_time_end_to_end": (2.0 + 1.0 + 6.0) / 8.0,
-            "m1_training_time_ratio": 6.0 / 8.0, "m2_selection_seconds_20k": 0.7},
+            "m1_training_time_ratio": 6.0 / 8.0, "m2_selection_seconds_20k": 0.7,
+            "m3_test_noise_floor": 100 * math.sqrt(2 * 0.97 * 0.03 / 500)},
     }
     for seed, claims in want.items():
         for claim, value in claims.items():
@@ -294,15 +338,17 @@ def test_claim_values_cover_chapter_yml():
     # a ratio the profile did not run gives NaN, not another ratio's value
     no_half = [r for r in rows if r["ratio"] != 0.5]
     partial = experiment.claim_values(no_half, guarantee, 0.4)
-    assert math.isnan(partial[0]["c1b_beats_random_50"])
+    assert math.isnan(partial[0]["c1b_beats_random_50"]) and math.isnan(partial[0]["k2_vs_kcenter_50"])
+    assert math.isnan(partial[0]["h2_lossless_50"]) and math.isnan(partial[0]["p2_random_lossy_50"])
     assert partial[0]["c1a_beats_random_30"] == pytest.approx(1.5)
 
 
 def test_profiles_have_the_documented_keys():
-    keys = {"seeds", "ratios", "alphas", "epochs", "proxy_steps", "clusters_per_class"}
+    keys = {"seeds", "ratios", "alphas", "epochs", "proxy_steps", "clusters_per_class", "n_test"}
     assert all(set(p) == keys for p in experiment.EXPERIMENT_PROFILES.values())
     book = experiment.EXPERIMENT_PROFILES["book"]
     assert book["ratios"] == [0.3, 0.5, 0.7, 0.9] and book["alphas"] == [0.0, 0.3, 1.0, 3.0]
+    assert book["n_test"] == 100_000  # noise floor below 0.1 points (claim m3)
     smoke = experiment.EXPERIMENT_PROFILES["smoke"]
     assert {0.3, 0.5, 0.7} <= set(smoke["ratios"]) and 1.0 in smoke["alphas"]
 
@@ -326,7 +372,7 @@ def test_run_experiment_rows_and_determinism():
     from types import SimpleNamespace
 
     cfg = SimpleNamespace(seeds=[0], ratios=[0.7], alphas=[1.0], epochs=1, proxy_steps=20,
-                          clusters_per_class=2)
+                          clusters_per_class=2, n_test=1000)
     rows, extras = experiment.run_experiment(cfg)
     again, _ = experiment.run_experiment(cfg)
     variants = [r["variant"] for r in rows]

@@ -14,6 +14,9 @@ from .method import greedy_select, neighbourhoods, select_mwcp
 from .task import (
     HIDDEN,
     N_CLASSES,
+    N_TEST,
+    accuracy_noise_floor,
+    fit_digit_generator,
     load_digits_with_redundancy,
     subset_stats,
     synthetic_graph,
@@ -32,15 +35,15 @@ __all__ = [
 EXPERIMENT_PROFILES = {
     "smoke": dict(
         seeds=[0], ratios=[0.3, 0.5, 0.7], alphas=[1.0], epochs=5, proxy_steps=150,
-        clusters_per_class=5,
+        clusters_per_class=5, n_test=10_000,
     ),
     "book": dict(
         seeds=[0, 1, 2], ratios=[0.3, 0.5, 0.7, 0.9], alphas=[0.0, 0.3, 1.0, 3.0], epochs=15,
-        proxy_steps=150, clusters_per_class=5,
+        proxy_steps=150, clusters_per_class=5, n_test=N_TEST,
     ),
     "paper": dict(
         seeds=[0, 1, 2, 3, 4], ratios=[0.3, 0.5, 0.7, 0.9], alphas=[0.0, 0.3, 1.0, 3.0], epochs=30,
-        proxy_steps=150, clusters_per_class=5,
+        proxy_steps=150, clusters_per_class=5, n_test=N_TEST,
     ),
 }
 
@@ -61,9 +64,10 @@ def _pca2(z) -> np.ndarray:
 
 def run_experiment(cfg, progress=None, threads: int = 1):
     """Every method at every pruning ratio on every seed of ``cfg`` (a resolved profile namespace with
-    seeds, ratios, alphas, epochs, proxy_steps, clusters_per_class).
+    seeds, ratios, alphas, epochs, proxy_steps, clusters_per_class, n_test).
 
-    Per seed: the pool (:func:`load_digits_with_redundancy` with ``default_rng(seed)``), the proxy
+    Per seed: the pool (:func:`load_digits_with_redundancy` with ``default_rng(seed)``, from one
+    :func:`fit_digit_generator` shared by every seed, so the test set is the same), the proxy
     (:func:`train_proxy`), the class-wise k-means neighbourhoods, the full-data model, and for each
     ratio p (b = round((1 - p) N)) the subsets of random, top-b entropy, k-center and MWCP at each
     alpha, each trained from scratch for ``epochs`` epochs with model seed = the seed (common random
@@ -87,9 +91,10 @@ def run_experiment(cfg, progress=None, threads: int = 1):
     kept_ratio = min(ratios, key=lambda r: abs(r - FIGURE_RATIO)) if ratios else None
     with compute_threads(threads):
         _warm_up()
+        generator = fit_digit_generator()
         for seed, p in it:
             if state.get("seed") != seed:
-                state = _prepare_seed(cfg, seed, rows)
+                state = _prepare_seed(cfg, seed, rows, generator)
                 if seed == cfg.seeds[0]:
                     extras = dict(
                         pool=state["pool"],
@@ -120,10 +125,10 @@ def _warm_up() -> None:
                      batch_size=4)
 
 
-def _prepare_seed(cfg, seed: int, rows: list) -> dict:
+def _prepare_seed(cfg, seed: int, rows: list, generator) -> dict:
     """Pool, proxy scores, neighbourhoods and the full-data row of one seed (appends two rows)."""
     rng = np.random.default_rng(seed)
-    pool = load_digits_with_redundancy(rng)
+    pool = load_digits_with_redundancy(rng, generator, n_test=cfg.n_test)
     proxy = train_proxy(
         pool.X, pool.y, steps=cfg.proxy_steps, seed=seed, X_test=pool.X_test, y_test=pool.y_test
     )
@@ -190,13 +195,14 @@ def _per_seed(value, seed):
     return value[seed] if isinstance(value, dict) and seed in value else value
 
 
-def claim_values(rows, guarantee, selection_seconds) -> dict:
+def claim_values(rows, guarantee, selection_seconds, n_test: int = N_TEST) -> dict:
     """Per-seed values of the claims declared in the chapter's ``chapter.yml``.
 
     ``rows``: the rows of :func:`run_experiment` (list of dicts or a DataFrame). ``guarantee``: the
-    dict of :func:`greedy_guarantee_check` (or ``{seed: dict}``); ``selection_seconds``: the seconds of
-    :func:`selection_seconds` (or ``{seed: seconds}``). c4a, c4b and m2 do not depend on the
-    experiment's seed: a single value given is repeated for every seed. Values that need a ratio the
+    dict of :func:`greedy_guarantee_check` for each seed (``{seed: dict}``, instances drawn per seed;
+    a single dict is repeated for every seed); ``selection_seconds``: the seconds of
+    :func:`selection_seconds` (or ``{seed: seconds}``); ``n_test``: the size of the test set, for the
+    noise floor m3 (:func:`accuracy_noise_floor` at the full-data accuracy). Values that need a ratio the
     profile did not run are NaN. Returns ``{seed: {claim_id: value}}``.
     """
     if hasattr(rows, "to_dict"):
@@ -215,19 +221,26 @@ def claim_values(rows, guarantee, selection_seconds) -> dict:
             return float(row[field]) if row is not None else nan
 
         mw = variant_name("mwcp", 1.0)
-        full_t = get("full", 0.0, "train_seconds")
+        full, full_t = get("full", 0.0), get("full", 0.0, "train_seconds")
         pipeline = (get("proxy", 0.0, "train_seconds") + get(mw, 0.3, "select_seconds")
                     + get(mw, 0.3, "train_seconds"))
         g = _per_seed(guarantee, seed)
         out[seed] = {
             "c1a_beats_random_30": get(mw, 0.3) - get("random", 0.3),
             "c1b_beats_random_50": get(mw, 0.5) - get("random", 0.5),
-            "c2_lossless_30": get(mw, 0.3) - get("full", 0.0),
+            "p1_random_lossy_30": get("random", 0.3) - full,
+            "p2_random_lossy_50": get("random", 0.5) - full,
+            "h1_lossless_30": get(mw, 0.3) - full,
+            "h2_lossless_50": get(mw, 0.5) - full,
+            "k1_vs_kcenter_30": get(mw, 0.3) - get("kcenter", 0.3),
+            "k2_vs_kcenter_50": get(mw, 0.5) - get("kcenter", 0.5),
+            "k3_vs_kcenter_70": get(mw, 0.7) - get("kcenter", 0.7),
             "c3_unified_vs_intrinsic_70": get(mw, 0.7) - get("entropy", 0.7),
             "c4a_greedy_ratio": float(g["min_ratio"]),
             "c4b_greedy_gap": float(g["mean_gap"]),
             "c5_time_end_to_end": pipeline / full_t,
             "m1_training_time_ratio": get(mw, 0.3, "train_seconds") / full_t,
             "m2_selection_seconds_20k": float(_per_seed(selection_seconds, seed)),
+            "m3_test_noise_floor": accuracy_noise_floor(full, n_test),
         }
     return out

@@ -1,7 +1,8 @@
-"""The toy world: scikit-learn's digits with injected redundancy, the proxy run on them (Algorithm 1
-step 1 with the chapter's MLP), the target model whose test accuracy scores a kept subset, the
-subset diagnostics, and the synthetic instances (tiny complete graphs for the guarantee, a
-20,000-point graph for timing)."""
+"""The toy world: digit images drawn from a Gaussian mixture fitted to scikit-learn's digits, with
+injected redundancy; the proxy run on them (Algorithm 1 step 1 with the chapter's MLP), the target
+model whose test accuracy scores a kept subset, the test set's noise floor, the subset diagnostics,
+and the synthetic instances (tiny complete graphs for the guarantee, a 20,000-point graph for
+timing)."""
 
 from __future__ import annotations
 
@@ -15,31 +16,84 @@ from .method import edge_matrix, graph_objective, normalise, predictive_entropy
 
 __all__ = [
     "N_TEST",
+    "N_ORIGINAL",
     "HIDDEN",
     "N_CLASSES",
+    "DigitGenerator",
+    "fit_digit_generator",
     "DigitsPool",
     "load_digits_with_redundancy",
     "ProxyScores",
     "train_proxy",
     "train_target",
+    "accuracy_noise_floor",
     "subset_stats",
     "synthetic_graph",
     "random_instance",
 ]
 
-N_TEST = 500  # held-out digits images
+N_TEST = 100_000  # test images drawn from the digit generator (one image = 0.001 points)
+N_ORIGINAL = 1297  # distinct images in the pool before redundancy is injected
 HIDDEN = 128  # proxy / target hidden width (64-128-10)
 N_CLASSES = 10
 
 
 # --------------------------------------------------------------------------------------------
-# 1. Data: digits with injected redundancy
+# 1. Data: generated digits with injected redundancy
 # --------------------------------------------------------------------------------------------
 
 
 @dataclass
+class DigitGenerator:
+    """A class-conditional Gaussian mixture over 8 x 8 digit images: for class c, component k has
+    weight ``weights[c, k]``, mean ``means[c, k]`` (64,) and covariance ``chol[c, k] chol[c, k]^T``."""
+
+    weights: np.ndarray
+    means: np.ndarray
+    chol: np.ndarray
+
+    def sample(self, rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """n images (float32, clipped to [0, 1]) and their labels: label uniform over the 10 classes,
+        then a component by ``weights``, then mean + chol @ N(0, I)."""
+        y = rng.integers(N_CLASSES, size=int(n))
+        X = np.empty((int(n), self.means.shape[-1]))
+        for c in range(N_CLASSES):
+            idx = np.flatnonzero(y == c)
+            comp = rng.choice(self.weights.shape[1], size=idx.size, p=self.weights[c])
+            noise = rng.normal(size=(idx.size, X.shape[1]))
+            for k in range(self.weights.shape[1]):
+                rows = comp == k
+                X[idx[rows]] = self.means[c, k] + noise[rows] @ self.chol[c, k].T
+        return np.clip(X, 0.0, 1.0).astype(np.float32), y.astype(np.int64)
+
+
+def fit_digit_generator(components: int = 5, reg_covar: float = 0.01) -> DigitGenerator:
+    """A generator of digit-like images: one Gaussian mixture per class (``components`` = 5
+    full-covariance components, ``reg_covar`` = 0.01 added to each diagonal, scikit-learn's EM with
+    ``random_state = 0``) fitted to all 1,797 of scikit-learn's digits, pixels scaled to [0, 1].
+
+    The digits ship only 1,797 images, so a held-out split would be a few hundred images (one image =
+    0.2 points at 500); the generator gives as many independent test images as the noise floor needs."""
+    from sklearn.datasets import load_digits
+    from sklearn.mixture import GaussianMixture
+
+    digits = load_digits()
+    X_all = digits.data / 16.0
+    fits = [
+        GaussianMixture(components, covariance_type="full", reg_covar=reg_covar, random_state=0)
+        .fit(X_all[digits.target == c])
+        for c in range(N_CLASSES)
+    ]
+    return DigitGenerator(
+        weights=np.stack([f.weights_ for f in fits]),
+        means=np.stack([f.means_ for f in fits]),
+        chol=np.stack([np.linalg.cholesky(f.covariances_) for f in fits]),
+    )
+
+
+@dataclass
 class DigitsPool:
-    """The training pool (with injected copies) and the fixed test split.
+    """The training pool (with injected copies) and the fixed test set.
 
     ``X`` (N x 64, float32 in [0, 1]), ``y`` (N,), ``X_test``, ``y_test``; ``is_dup[i]`` is True for an
     injected copy; ``origin[i]`` is the pool index of the original image of item i (i itself for an
@@ -62,40 +116,37 @@ class DigitsPool:
 
 def load_digits_with_redundancy(
     rng: np.random.Generator,
+    generator: DigitGenerator | None = None,
+    n_original: int = N_ORIGINAL,
     n_test: int = N_TEST,
     dup_fraction: float = 0.3,
     copies: int = 4,
     jitter: float = 0.03,
-    split_seed: int = 0,
+    test_seed: int = 0,
 ) -> DigitsPool:
-    """scikit-learn's 1,797 digits (8 x 8, pixels scaled to [0, 1]) with redundancy injected.
+    """Generated digits (:func:`fit_digit_generator`) with redundancy injected.
 
-    A fixed permutation (``default_rng(split_seed)``) holds out ``n_test`` = 500 test images; the other
-    1,297 form the pool. Then ``round(dup_fraction * 1297)`` = 389 pool images, drawn with ``rng``,
-    are each copied ``copies`` = 4 times with N(0, jitter^2) pixel noise (jitter = 0.03), clipped to
-    [0, 1]: N = 1,297 + 4 x 389 = 2,853. Labels stay clean.
+    The test set is ``n_test`` = 100,000 images drawn with ``default_rng(test_seed)``, the same for
+    every seed; the pool's ``n_original`` = 1,297 originals are drawn with ``rng``. Then
+    ``round(dup_fraction * 1297)`` = 389 pool images, drawn with ``rng``, are each copied ``copies`` = 4
+    times with N(0, jitter^2) pixel noise (jitter = 0.03), clipped to [0, 1]: N = 1,297 + 4 x 389 =
+    2,853. Labels stay clean.
     """
-    from sklearn.datasets import load_digits
-
-    digits = load_digits()
-    X_all = (digits.data / 16.0).astype(np.float32)
-    y_all = digits.target.astype(np.int64)
-    perm = np.random.default_rng(split_seed).permutation(y_all.size)
-    test, pool = perm[:n_test], perm[n_test:]
-    X0, y0 = X_all[pool], y_all[pool]
-    n0 = y0.size
-    src = np.sort(rng.choice(n0, size=int(round(dup_fraction * n0)), replace=False))
+    generator = fit_digit_generator() if generator is None else generator
+    X_test, y_test = generator.sample(np.random.default_rng(test_seed), n_test)
+    X0, y0 = generator.sample(rng, n_original)
+    src = np.sort(rng.choice(n_original, size=int(round(dup_fraction * n_original)), replace=False))
     rep = np.repeat(src, int(copies))
     noise = rng.normal(0.0, jitter, size=(rep.size, X0.shape[1]))
     X_copy = np.clip(X0[rep] + noise, 0.0, 1.0).astype(np.float32)
     return DigitsPool(
         X=np.concatenate([X0, X_copy]),
         y=np.concatenate([y0, y0[rep]]),
-        X_test=X_all[test],
-        y_test=y_all[test],
-        is_dup=np.concatenate([np.zeros(n0, bool), np.ones(rep.size, bool)]),
-        origin=np.concatenate([np.arange(n0), rep]),
-        n_original=int(n0),
+        X_test=X_test,
+        y_test=y_test,
+        is_dup=np.concatenate([np.zeros(n_original, bool), np.ones(rep.size, bool)]),
+        origin=np.concatenate([np.arange(n_original), rep]),
+        n_original=int(n_original),
     )
 
 
@@ -156,6 +207,15 @@ def train_target(X, y, X_test, y_test, epochs: int = 15, seed: int = 0) -> dict:
     model = MLP([np.shape(X)[1], HIDDEN, N_CLASSES], seed=int(seed))
     info = train_classifier(model, X, y, epochs=epochs, batch_size=64, lr=0.05, seed=int(seed))
     return {"accuracy": 100.0 * accuracy(model, X_test, y_test), "train_seconds": info["seconds"]}
+
+
+def accuracy_noise_floor(accuracy: float, n_test: int = N_TEST) -> float:
+    """Standard error, in points, of the difference of two test accuracies near ``accuracy`` (percent)
+    that comes from the finite test set alone: 100 sqrt(2 a (1 - a) / n_test) with a = accuracy / 100.
+    Exact for two models whose errors are independent; two models that err on the same images
+    disagree less, so their paired difference has a smaller error."""
+    a = float(accuracy) / 100.0
+    return 100.0 * math.sqrt(2.0 * a * (1.0 - a) / int(n_test))
 
 
 def subset_stats(S, pool: DigitsPool, cluster, I_in, z) -> dict:
