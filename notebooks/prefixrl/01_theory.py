@@ -198,7 +198,13 @@ assert final.loc["tabular", "p_start"] == 0.25  # never trained, still uniform o
 #   through shared parameters, including at the positions that were never completions.
 # - SFT on the same correct traces should be a strong baseline here: the traces are exactly what a
 #   correct policy would write, so imitating them is not harmful. The paper's advantage over
-#   SFT-then-RL comes from traces that are *very* off-policy; our oracle traces are not.
+#   SFT-then-RL comes from traces that are *very* off-policy; our oracle traces are not. The
+#   experiment tests the headline in the paper's own setting anyway, a moderate regime where the
+#   traces are found by rejection sampling the base model (12-step chains, success about $0.6^{12}$)
+#   and that compute is charged. The cost of a trace above ($1/p$ samples, about 500 at
+#   $p = 0.6^{12}$, capped at 256) says what to expect of the charge: finding the traces costs more
+#   tokens than 100 small RL steps sample, so within this budget a method that pays for them cannot
+#   be much faster than another that pays the same.
 #
 # ## Summary
 #

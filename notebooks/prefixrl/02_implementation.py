@@ -28,7 +28,8 @@
 #
 # The loop (the paper's abstract; the update rule and the prefix lengths are the digest's proposals):
 #
-# 1. collect one correct trace $y^x$ per training problem (here from the generator program);
+# 1. collect one correct trace $y^x$ per training problem (here from the generator program, or by
+#    rejection sampling the base model, section 5);
 # 2. build prefixed problems $x \oplus y^x_{1:h}$;
 # 3. sample $G$ completions $y' \sim \pi_\theta(\cdot \mid x, y^x_{1:h})$ per prefixed problem, score
 #    $r(x, y^x_{1:h} \oplus y')$, and take a policy-gradient step on the completion tokens only;
@@ -53,7 +54,7 @@ import torch
 from replib import core, rl
 from replib.core.runtime import thread_budget
 from replib.models import causal_lm
-from replib.papers.prefixrl import exercises, experiment, method, task
+from replib.papers.prefixrl import baselines, exercises, experiment, method, task
 
 core.set_style()
 profile = core.resolve_profile()
@@ -97,7 +98,7 @@ print("four noisy answers to the first problem:\n", noisy)
 # ## 2. The base model, and its exact success probability
 #
 # The shared tiny GPT-2 (two layers, width 32, random init) is trained on the noisy answers, with the
-# loss on the answer tokens only. The experiment trains 600 steps at the book profile; here fewer:
+# loss on the answer tokens only. The experiment trains 400 steps at the book profile; here fewer:
 
 # %%
 cfg = core.configure(experiment.EXPERIMENT_PROFILES, "book", base_steps=demo_steps)
@@ -202,6 +203,37 @@ for h in (0, 19):
 # (A nearly untrained model is used here so that the two cases are clear-cut: from the start it never
 # solves 20 steps; with one step left, a guess is sometimes right.)
 #
+# ## 5. Where the traces come from, and the off-policy baseline
+#
+# In the paper the traces come from rejection sampling the base model (algorithm step 1). Here a
+# sample is correct with the exact probability $p_x$ and the only correct answer is the correct
+# trace, so the number of samples until the first correct one is geometric: `task.rejection_sample`
+# draws it, capped at $K$ samples per problem, and returns which problems got a trace and the samples
+# spent, the compute the experiment charges.
+
+# %%
+core.show_source(task.rejection_sample)
+
+# %%
+found, draws = task.rejection_sample(np.array([0.5, 2e-3, 0.0]).repeat(20000), 256, np.random.default_rng(0))
+found, draws = found.reshape(3, -1), draws.reshape(3, -1)
+print("share found:", found.mean(axis=1).round(3), " mean samples spent:", draws.mean(axis=1).round(1))
+assert abs(found[1].mean() - (1 - (1 - 2e-3) ** 256)) < 0.02 and not found[2].any() and (draws[2] == 256).all()
+
+# %% [markdown]
+# The baseline that uses the traces as targets instead (`baselines.iw_offpolicy_step`) puts the
+# trace into each group beside $G - 1$ rollouts and weights its tokens by the importance ratio
+# between the current policy and the one that produced the trace, truncated at 1:
+
+# %%
+core.show_source(baselines.truncated_importance_weights)
+
+# %%
+w = baselines.truncated_importance_weights(torch.log(torch.tensor([0.3, 0.6, 0.9])), np.array([0.6, 0.6, 0.6]), clip=1.0)
+print(w)
+assert torch.allclose(w, torch.tensor([0.5, 1.0, 1.0]))
+
+# %% [markdown]
 # ## Exercises
 #
 # **Exercise 1.** Write `group_advantages(rewards)` for a `(B, G)` array of rewards: subtract each

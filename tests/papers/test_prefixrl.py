@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from replib.models.causal_lm import sample, tiny_gpt, token_logprobs
-from replib.papers.prefixrl import exercises, experiment, method, task, theory
+from replib.papers.prefixrl import baselines, exercises, experiment, method, task, theory
 from replib.rl import group_advantages, policy_gradient_loss
 
 
@@ -27,8 +27,8 @@ def tiny_model(seed=0):
                     eos_id=task.BOS, seed=seed)
 
 
-def rl_cfg(L, G=8):
-    return SimpleNamespace(L=L, group_size=G)
+def rl_cfg(L, G=8, iw_clip=1.0):
+    return SimpleNamespace(L=L, group_size=G, iw_clip=iw_clip)
 
 
 # ---- the task ---------------------------------------------------------------------------------
@@ -191,7 +191,7 @@ def test_prefix_length_distribution():
     rng = np.random.default_rng(0)
     hs = [method.draw_prefix_len("prefixrl", 20, rng) for _ in range(2000)]
     assert set(hs) == set(range(10, 19))
-    assert method.draw_prefix_len("grpo", 20, rng) == 0 and method.draw_prefix_len("sft_rl", 20, rng) == 0
+    assert all(method.draw_prefix_len(m, 20, rng) == 0 for m in ("grpo", "sft_rl", "iw_offpolicy"))
 
 
 def test_sft_imitates_the_correct_traces():
@@ -203,6 +203,50 @@ def test_sft_imitates_the_correct_traces():
     assert task.pass_at_1(model, problems, 3).mean() > before
 
 
+def test_rejection_sampling_is_geometric_and_capped():
+    rng = np.random.default_rng(0)
+    p = np.array([1.0, 0.0, 0.01, 0.5])
+    found, draws = task.rejection_sample(np.repeat(p, 5000), 50, rng)
+    found, draws = found.reshape(4, -1), draws.reshape(4, -1)
+    assert found[0].all() and (draws[0] == 1).all()  # a sure success on the first sample
+    assert not found[1].any() and (draws[1] == 50).all()  # never: all K samples spent
+    assert found[2].mean() == pytest.approx(1 - 0.99 ** 50, abs=0.02)
+    assert draws[3].mean() == pytest.approx((1 - 0.5 ** 50) / 0.5, abs=0.05)  # E min(geometric, K)
+    assert (draws >= 1).all() and (draws <= 50).all() and (draws[~found] == 50).all()
+
+
+def test_truncated_importance_weights():
+    logprob = torch.log(torch.tensor([[0.2, 0.6, 0.9]], requires_grad=True))
+    w = baselines.truncated_importance_weights(logprob, np.array([[0.4, 0.3, 0.9]]), clip=1.0)
+    assert torch.allclose(w, torch.tensor([[0.5, 1.0, 1.0]])) and not w.requires_grad
+    w = baselines.truncated_importance_weights(logprob, np.array([[0.4, 0.3, 0.9]]), clip=1.5)
+    assert torch.allclose(w, torch.tensor([[0.5, 1.5, 1.0]]))
+
+
+def test_iw_offpolicy_step_learns_from_the_trace_when_every_rollout_fails():
+    problems = task.all_problems()[::60][:16]
+    L = 8
+    model = tiny_model(4)
+    truth = torch.as_tensor(task.sequences(problems, task.correct_traces(problems, L)))
+    before = float(token_logprobs(model, truth)[:, task.PROMPT_LEN - 1:].sum().detach())
+    behaviour = task.correct_step_probs(model, problems, L)  # mu = the model itself: weights 1 at first
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    # untrained model, 8 steps to guess: its 7 rollouts fail, the trace (reward 1) gives every group a signal
+    stats = baselines.iw_offpolicy_step(model, opt, problems, behaviour, rl_cfg(L), torch.Generator().manual_seed(0))
+    assert stats["share_nonzero"] == 1.0 and stats["mean_reward"] == 0.0
+    assert stats["sampled_tokens"] == 16 * 7 * L  # the trace is not sampled
+    after = float(token_logprobs(model, truth)[:, task.PROMPT_LEN - 1:].sum().detach())
+    assert after > before  # the update pushes the trace up
+    # with the trace's weights at 0 (mu huge) the trace contributes nothing: only rollouts push down
+    frozen = tiny_model(4)
+    opt = torch.optim.Adam(frozen.parameters(), lr=1e-2)
+    params = _params(frozen)
+    baselines.iw_offpolicy_step(frozen, opt, problems, np.full_like(behaviour, 1e12), rl_cfg(L),
+                                torch.Generator().manual_seed(0))
+    assert any(not torch.equal(a, b) for a, b in zip(params, frozen.parameters()))
+    assert float(token_logprobs(frozen, truth)[:, task.PROMPT_LEN - 1:].sum().detach()) < after
+
+
 # ---- the pipeline -----------------------------------------------------------------------------
 
 
@@ -210,7 +254,8 @@ def test_sft_imitates_the_correct_traces():
 def tiny_run():
     from replib import core
 
-    cfg = core.configure(experiment.EXPERIMENT_PROFILES, "smoke", rl_steps=2, base_steps=2, eval_every=1, sft_epochs=2)
+    # the smoke base model (60 steps), so that rejection sampling finds traces for the moderate regime
+    cfg = core.configure(experiment.EXPERIMENT_PROFILES, "smoke", rl_steps=2, eval_every=1, sft_epochs=2)
     return cfg, experiment.run_experiment(cfg), experiment.run_experiment(cfg)
 
 
@@ -221,69 +266,94 @@ def test_pipeline_gives_every_declared_claim_and_is_deterministic(tiny_run):
     values = experiment.claim_values(first, cfg)
     ids = {c["id"] for c in core.load_chapter("prefixrl")["claims"]}
     assert set(values) == set(cfg.seeds) and set(values[0]) == ids
-    assert all(isinstance(v, float) for v in values[0].values())
+    assert all(isinstance(v, float) and not math.isnan(v) for v in values[0].values())
     for key in ("evals", "steps", "profiles", "prefix_curves", "losses", "base"):
         pd.testing.assert_frame_equal(first[key], again[key])
     evals = first["evals"]
-    assert set(evals.method) == set(cfg.methods)
-    assert sorted(evals[evals.method == "grpo"].step) == [0, 1, 2]
-    assert list(evals.columns) == ["seed", "method", "step", "tokens", "heldout_pass", "train_pass"]
+    assert list(evals.columns) == ["seed", "regime", "method", "step", "tokens", "heldout_pass", "train_pass"]
+    assert set(evals[evals.regime == "starved"].method) == set(cfg.methods)
+    assert set(evals[evals.regime == "moderate"].method) == set(cfg.moderate_methods)
+    assert sorted(evals[evals.method == "sft_rl"].step) == [0, 1, 2]
     steps = first["steps"]
-    assert {"share_nonzero", "mean_reward", "prefix_len"} <= set(steps.columns)
-    pre = steps[steps.method == "prefixrl"]
-    assert pre.prefix_len.between(cfg.L // 2, cfg.L - 2).all() and (steps[steps.method != "prefixrl"].prefix_len == 0).all()
-    assert set(first["profiles"].model) == {"base", "sft", *cfg.methods}
-    assert len(first["prefix_curves"]) == len(set(first["prefix_curves"].model)) * cfg.L
-    assert {"base", "sft", "eval", *cfg.methods} <= set(first["seconds"].columns)
-    # grpo and sft_rl start where the base model / the SFT model is
+    assert {"share_nonzero", "mean_reward", "prefix_len", "regime"} <= set(steps.columns)
+    for regime, L in [("starved", cfg.L), ("moderate", cfg.moderate_L)]:
+        pre = steps[(steps.method == "prefixrl") & (steps.regime == regime)]
+        assert pre.prefix_len.between(L // 2, L - 2).all()
+        prof = first["profiles"][first["profiles"].regime == regime]
+        assert prof.position.max() == L
+    assert (steps[steps.method != "prefixrl"].prefix_len == 0).all()
+    assert set(first["profiles"].model) == {"base", "sft", *cfg.methods, *cfg.moderate_methods}
+    assert len(first["prefix_curves"]) == sum(
+        first["prefix_curves"][first["prefix_curves"].regime == r].model.nunique() * L
+        for r, L in [("starved", cfg.L), ("moderate", cfg.moderate_L)])
+    assert {"base", "sft", "eval", "rejection_sampling", "starved_prefixrl", "moderate_iw_offpolicy"} <= set(
+        first["seconds"].columns)
     base = first["base"].iloc[0]
-    assert evals[(evals.method == "grpo") & (evals.step == 0)].heldout_pass.item() == pytest.approx(base.heldout_pass)
+    # the moderate methods start where the base model (or the SFT model) is, on the problems with a trace
+    start = evals[(evals.step == 0) & (evals.regime == "moderate")].set_index("method").heldout_pass
+    assert start["prefixrl"] == pytest.approx(base.moderate_heldout_pass) == start["iw_offpolicy"]
+    assert start["sft_rl"] == pytest.approx(base.sft_heldout_pass)
+    assert 0 < base.traces_found <= 1 and base.rs_tokens >= cfg.n_train * cfg.moderate_L
     assert values[0]["m3_base_pass1"] == pytest.approx(base.heldout_pass)
+    assert values[0]["p3_moderate_not_hopeless"] == pytest.approx(base.moderate_heldout_pass)
+    # the premise c1b is the exact group-signal share of the base model, a small number on hard problems
+    assert 0 <= values[0]["c1b_signal_grpo"] < 1
 
 
 def test_claims_of_missing_methods_are_nan(tiny_run):
     cfg, first, _ = tiny_run
     cfg = copy.copy(cfg)
-    cfg.methods = ["prefixrl"]
-    only = {key: (df[df.method == "prefixrl"] if key in ("evals", "steps") else df)
-            for key, df in first.items() if key != "runs"}
-    only["profiles"] = first["profiles"][first["profiles"].model.isin(["base", "prefixrl"])]
+    cfg.moderate_methods = ["prefixrl"]
+    keep = ((first["evals"].regime == "starved") | (first["evals"].method == "prefixrl"))
+    only = {key: df for key, df in first.items() if key != "runs"}
+    only["evals"] = first["evals"][keep]
+    only["base"] = first["base"].drop(columns=["sft_fit"])
     values = experiment.claim_values(only, cfg)[0]
-    for key in ("c1b_signal_grpo", "c2b_progress_vs_grpo", "m1_final_ratio_vs_sft_rl", "m2_speed_vs_sft_rl"):
+    for key in ("p2_sft_converged_moderate", "c2b_vs_offpolicy_iw", "m1_final_ratio_vs_sft_rl_moderate",
+                "m2_speed_vs_sft_rl_moderate"):
         assert math.isnan(values[key])
     assert not math.isnan(values["c1a_signal_prefixrl"]) and not math.isnan(values["c3_back_generalization"])
 
 
 def hand_made_results():
     """Run results in run_experiment's shape (the frames claim_values reads), two seeds with
-    different numbers, L = 4 (c3 reads positions 1-2). Models and methods outside a claim (grpo's
-    and sft's step-accuracy profiles) are there as distractors."""
-    cfg = SimpleNamespace(seeds=[0, 1], L=4, methods=["prefixrl", "grpo", "sft_rl"])
-    ev = {  # seed: {method: [(step, heldout_pass, train_pass)]}
-        0: {"prefixrl": [(0, 0.0, 0.0), (10, 0.02, 0.1), (20, 0.06, 0.4)],
-            "grpo": [(0, 0.0, 0.0), (10, 0.0, 0.0), (20, 0.01, 0.01)],
-            "sft_rl": [(0, 0.0, 0.1), (10, 0.01, 0.16), (20, 0.02, 0.3)]},
-        1: {"prefixrl": [(30, 0.12, 0.5), (0, 0.001, 0.002), (10, 0.03, 0.05), (20, 0.08, 0.2)],  # unsorted
-            "grpo": [(0, 0.001, 0.002), (10, 0.001, 0.002), (20, 0.002, 0.003), (30, 0.004, 0.006)],
-            "sft_rl": [(0, 0.01, 0.02), (10, 0.015, 0.03), (20, 0.02, 0.05), (30, 0.03, 0.12)]},
+    different numbers, starved L = 4 (c3 reads positions 1-2), moderate L = 3. Rows outside a claim
+    (the moderate regime's profiles, a starved grpo run) are there as distractors."""
+    cfg = SimpleNamespace(seeds=[0, 1], L=4, moderate_L=3, methods=["prefixrl", "grpo"],
+                          moderate_methods=["prefixrl", "sft_rl", "iw_offpolicy"])
+    ev = {  # seed: {(regime, method): [(step, tokens, heldout_pass, train_pass)]}
+        0: {("starved", "prefixrl"): [(0, 0, 0.0, 0.0), (10, 100, 0.02, 0.1), (20, 200, 0.06, 0.4)],
+            ("starved", "grpo"): [(0, 0, 0.0, 0.0), (20, 400, 0.5, 0.5)],
+            ("moderate", "prefixrl"): [(0, 0, 0.01, 0.01), (10, 100, 0.05, 0.1), (20, 200, 0.09, 0.4)],
+            ("moderate", "sft_rl"): [(0, 0, 0.02, 0.1), (10, 150, 0.025, 0.16), (20, 300, 0.03, 0.3)],
+            ("moderate", "iw_offpolicy"): [(0, 0, 0.01, 0.01), (10, 140, 0.02, 0.02), (20, 280, 0.04, 0.05)]},
+        1: {("starved", "prefixrl"): [(30, 300, 0.12, 0.5), (0, 0, 0.001, 0.002), (10, 100, 0.03, 0.05),
+                                      (20, 200, 0.08, 0.2)],  # unsorted
+            ("moderate", "prefixrl"): [(0, 0, 0.01, 0.01), (10, 100, 0.02, 0.02), (20, 200, 0.03, 0.04)],
+            ("moderate", "sft_rl"): [(0, 0, 0.2, 0.3), (10, 150, 0.3, 0.4), (20, 300, 0.4, 0.5)],
+            ("moderate", "iw_offpolicy"): [(0, 0, 0.01, 0.01), (10, 140, 0.01, 0.01), (20, 280, 0.01, 0.01)]},
     }
-    evals = pd.DataFrame([dict(seed=seed, method=m, step=s, tokens=0, heldout_pass=hp, train_pass=tp)
-                          for seed, by_method in ev.items() for m, rows in by_method.items()
-                          for s, hp, tp in rows])
-    shares = {0: {"prefixrl": [0.5, 0.3], "grpo": [0.0, 0.1], "sft_rl": [0.2, 0.2]},
-              1: {"prefixrl": [0.6, 0.8, 1.0], "grpo": [0.0, 0.0, 0.03], "sft_rl": [0.9, 0.9, 0.9]}}
-    steps = pd.DataFrame([dict(seed=seed, method=m, step=i + 1, share_nonzero=v, mean_reward=0.0, prefix_len=0)
-                          for seed, by_method in shares.items() for m, vs in by_method.items()
+    evals = pd.DataFrame([dict(seed=seed, regime=r, method=m, step=s, tokens=t, heldout_pass=hp, train_pass=tp)
+                          for seed, by_method in ev.items() for (r, m), rows in by_method.items()
+                          for s, t, hp, tp in rows])
+    shares = {0: {("starved", "prefixrl"): [0.5, 0.3], ("starved", "grpo"): [0.9, 0.9],
+                  ("moderate", "prefixrl"): [1.0, 1.0]},
+              1: {("starved", "prefixrl"): [0.6, 0.8, 1.0], ("moderate", "prefixrl"): [0.0, 0.0]}}
+    steps = pd.DataFrame([dict(seed=seed, regime=r, method=m, step=i + 1, share_nonzero=v, mean_reward=0.0,
+                               prefix_len=0)
+                          for seed, by_method in shares.items() for (r, m), vs in by_method.items()
                           for i, v in enumerate(vs)])
-    acc = {0: {"base": [0.5, 0.6, 0.9, 0.9], "prefixrl": [0.7, 0.9, 0.5, 0.5], "sft": [0.9, 0.9, 0.9, 0.9],
-               "grpo": [0.1, 0.1, 0.1, 0.1]},
-           1: {"base": [0.4, 0.5, 0.6, 0.7], "prefixrl": [0.45, 0.65, 0.9, 0.9], "sft": [0.8, 0.8, 0.8, 0.8],
-               "grpo": [0.3, 0.3, 0.3, 0.3]}}
-    profiles = pd.DataFrame([dict(seed=seed, model=m, position=t + 1, step_accuracy=a)
-                             for seed, by_model in acc.items() for m, a_t in by_model.items()
+    acc = {0: {("starved", "base"): [0.5, 0.6, 0.9, 0.9], ("starved", "prefixrl"): [0.7, 0.9, 0.5, 0.5],
+               ("moderate", "base"): [0.1, 0.1, 0.1], ("moderate", "prefixrl"): [0.9, 0.9, 0.9]},
+           1: {("starved", "base"): [0.4, 0.5, 0.6, 0.7], ("starved", "prefixrl"): [0.45, 0.65, 0.9, 0.9],
+               ("moderate", "base"): [0.9, 0.9, 0.9], ("moderate", "prefixrl"): [0.1, 0.1, 0.1]}}
+    profiles = pd.DataFrame([dict(seed=seed, regime=r, model=m, position=t + 1, step_accuracy=a)
+                             for seed, by_model in acc.items() for (r, m), a_t in by_model.items()
                              for t, a in enumerate(a_t)])
-    base = pd.DataFrame([dict(seed=0, heldout_pass=1e-5, final_base_loss=1.60, noise_floor=1.55),
-                         dict(seed=1, heldout_pass=2e-6, final_base_loss=1.50, noise_floor=1.55)])
+    base = pd.DataFrame([dict(seed=0, heldout_pass=1e-5, final_base_loss=1.60, noise_floor=1.55, grpo_signal_share=2e-4,
+                              moderate_heldout_pass=2e-3, rs_tokens=1000.0, sft_fit=0.97),
+                         dict(seed=1, heldout_pass=2e-6, final_base_loss=1.50, noise_floor=1.55, grpo_signal_share=0.0,
+                              moderate_heldout_pass=5e-4, rs_tokens=50.0, sft_fit=0.9)])
     return cfg, dict(evals=evals, steps=steps, profiles=profiles, base=base)
 
 
@@ -297,28 +367,30 @@ def test_claim_values_on_hand_made_results():
     want = {
         0: {
             "p1_base_learns_the_toy": 0.05,  # 1.60 - 1.55
-            "p2_sft_converged": 0.9,  # the sft profile at positions 1-2
-            "c1a_signal_prefixrl": 0.4,  # mean(0.5, 0.3)
-            "c1b_signal_grpo": 0.05,  # mean(0.0, 0.1)
-            "c2a_progress": 0.06,  # prefixrl's final held-out pass
-            "c2b_progress_vs_grpo": 0.05,  # 0.06 - 0.01
+            "p2_sft_converged_moderate": 0.97,
+            "p3_moderate_not_hopeless": 2e-3,
+            "c1a_signal_prefixrl": 0.4,  # starved prefixrl only: mean(0.5, 0.3)
+            "c1b_signal_grpo": 2e-4,  # the exact share, not the (distractor) grpo run
+            "c2a_progress": 0.06,  # starved prefixrl's final held-out pass
+            "c2b_vs_offpolicy_iw": 0.05,  # moderate: 0.09 - 0.04
             "c3_back_generalization": 0.25,  # mean(0.7 - 0.5, 0.9 - 0.6); all 4 positions: -0.075
-            "m1_final_ratio_vs_sft_rl": 3.0,  # 0.06 / 0.02
-            # level 0.5 * min(0.4, 0.3) = 0.15: sft_rl first at step 10, prefixrl at step 20
-            "m2_speed_vs_sft_rl": 0.5,
+            "m1_final_ratio_vs_sft_rl_moderate": 3.0,  # 0.09 / 0.03
+            # level 0.5 * min(0.4, 0.3) = 0.15: sft_rl first at 150 tokens, prefixrl at 200; plus 1000 rs
+            "m2_speed_vs_sft_rl_moderate": 1150 / 1200,
             "m3_base_pass1": 1e-5,
         },
         1: {
             "p1_base_learns_the_toy": -0.05,  # 1.50 - 1.55: a minibatch loss can dip below the floor
-            "p2_sft_converged": 0.8,
+            "p2_sft_converged_moderate": 0.9,
+            "p3_moderate_not_hopeless": 5e-4,
             "c1a_signal_prefixrl": 0.8,  # mean(0.6, 0.8, 1.0)
-            "c1b_signal_grpo": 0.01,  # mean(0, 0, 0.03)
+            "c1b_signal_grpo": 0.0,
             "c2a_progress": 0.12,  # the step-30 row, listed first
-            "c2b_progress_vs_grpo": 0.116,  # 0.12 - 0.004
+            "c2b_vs_offpolicy_iw": 0.02,  # 0.03 - 0.01
             "c3_back_generalization": 0.1,  # mean(0.05, 0.15)
-            "m1_final_ratio_vs_sft_rl": 4.0,  # 0.12 / 0.03
-            # level 0.5 * min(0.5, 0.12) = 0.06: prefixrl first at step 20, sft_rl at step 30
-            "m2_speed_vs_sft_rl": 1.5,
+            "m1_final_ratio_vs_sft_rl_moderate": 0.075,  # 0.03 / 0.4
+            # level 0.5 * min(0.04, 0.5) = 0.02: sft_rl already at step 0 (50 rs tokens), prefixrl at 100 + 50
+            "m2_speed_vs_sft_rl_moderate": 50 / 150,
             "m3_base_pass1": 2e-6,
         },
     }
@@ -326,13 +398,12 @@ def test_claim_values_on_hand_made_results():
         assert set(v[seed]) == ids == set(claims)
         for cid, value in claims.items():
             assert v[seed][cid] == pytest.approx(value, rel=1e-9, abs=1e-12), (seed, cid)
-    # SFT-then-RL's final pass@1 is 0 -> m1 nan; prefixrl at the level at step 0 -> m2 nan
+    # SFT-then-RL's final pass@1 is 0 -> m1 nan
     evals = results["evals"]
     evals.loc[(evals.seed == 0) & (evals.method == "sft_rl"), "heldout_pass"] = 0.0
-    evals.loc[(evals.seed == 0) & (evals.method == "prefixrl") & (evals.step == 0), "train_pass"] = 0.2
     v = experiment.claim_values(results, cfg)
-    assert math.isnan(v[0]["m1_final_ratio_vs_sft_rl"]) and math.isnan(v[0]["m2_speed_vs_sft_rl"])
-    assert v[1]["m1_final_ratio_vs_sft_rl"] == pytest.approx(4.0) and v[1]["m2_speed_vs_sft_rl"] == pytest.approx(1.5)
+    assert math.isnan(v[0]["m1_final_ratio_vs_sft_rl_moderate"])
+    assert v[1]["m1_final_ratio_vs_sft_rl_moderate"] == pytest.approx(0.075)
 
 
 # ---- theory -----------------------------------------------------------------------------------

@@ -22,19 +22,24 @@ Modules (torch for the model, numpy for the theory):
   ``noisy_traces``, ``prompts``, ``sequences``, ``noise_floor``; the base model ``train_base`` (the
   shared tiny GPT-2 of :mod:`replib.models.causal_lm`, trained on noisy traces); exact evaluation
   (no sampling noise): ``correct_step_probs``, ``pass_at_1``, ``step_accuracy``, ``prefix_curve``,
-  ``trace_cost_tokens``; the prefixed problems x + y^x_{1:h} (``prefixed_prompts``) and the
-  rollouts with their rewards (``rollouts``).
-* :mod:`.experiment`: ``METHODS``, ``sft`` (imitation of the correct traces, the SFT-then-RL
-  baseline), ``train_method`` (the RL loop of PrefixRL, standard GRPO and SFT-then-RL, digest "What
-  to implement"), ``EXPERIMENT_PROFILES``, ``run_seed``, ``run_experiment``, ``claim_values``.
+  ``trace_cost_tokens``; rejection sampling the base model for traces (``rejection_sample``); the
+  prefixed problems x + y^x_{1:h} (``prefixed_prompts``) and the rollouts with their rewards
+  (``rollouts``).
+* :mod:`.baselines`: the importance-weighted off-policy baseline (``truncated_importance_weights``,
+  ``iw_offpolicy_step``: GRPO groups of G - 1 rollouts plus the correct trace, the trace's tokens
+  weighted by min(pi_theta / mu, clip)).
+* :mod:`.experiment`: ``METHODS``, ``TRACE_METHODS``, ``sft`` (imitation of the correct traces, the
+  SFT-then-RL baseline), ``train_method`` (the RL loop of PrefixRL, standard GRPO, SFT-then-RL and
+  the importance-weighted baseline, digest "What to implement"), ``EXPERIMENT_PROFILES``,
+  ``moderate_cfg``, ``run_seed``, ``run_experiment``, ``claim_values``.
 * :mod:`.theory`: the theory notebook's "combination lock": ``group_signal_probability``,
   ``lock_success``, ``softmax_pg_lock``, ``tree_consistency``, ``prefix_only_pg``,
   ``back_generalization_check``, ``consistency_check``.
 * :mod:`.exercises`: the exercise graders ``check_group_advantages`` and
   ``check_group_signal_probability``.
 
-(No ``baselines`` module: GRPO is PrefixRL with h = 0, and SFT-then-RL adds the few lines of
-``experiment.sft``.)
+(GRPO is PrefixRL with h = 0, and SFT-then-RL adds the few lines of ``experiment.sft``; only the
+importance-weighted baseline has its own module.)
 
 Conventions. A problem is x = (v0, d0, d1), three digits; there are exactly 1000. The correct
 response is y_t = f(y_{t-1}, d_{t mod 2}) for t = 1..L with y_0 = v0 (so y_1 uses d1, y_2 uses d0,
@@ -53,13 +58,28 @@ below is the digest's proposal or ours):
   so gradient descent sees no partial signal and sits on a long plateau. We use instead a fixed
   random operation table (``STEP_TABLE``, drawn once from seed 2026), which keeps what the chapter
   needs (one per-step rule shared by all positions, exactly one correct trace per problem,
-  per-step accuracy set by the noise) and is learnable: 600 steps reach 0.007 nats above the
-  noise floor with per-step accuracy about 0.6.
+  per-step accuracy set by the noise) and is learnable: 600 steps at lr 3e-3 reach 0.007 nats
+  above the noise floor with per-step accuracy about 0.6, 400 steps at lr 5e-3 (the book profile since
+  the revision of 2026-12-02, to fit both regimes in the budget) reach 0.01 to 0.02 nats.
 
-* Off-policy traces are *oracle* traces (the generator program; the digest's "starved" regime, a
-  different "model family"). Their cost is reported analytically, as if they were found by
-  rejection sampling the base model: L / p_x expected sampled tokens for problem x with exact
-  pass@1 p_x (:func:`.task.trace_cost_tokens`); it is *not* added to the RL token counts.
+* Two regimes share one base model per seed (pretrained on chains of L steps). *Starved* (L = 20,
+  base pass@1 about 3e-5): the off-policy traces are *oracle* traces (the generator program, a
+  different "model family"); their cost is reported analytically, as if found by rejection sampling
+  the base model: L / p_x expected sampled tokens for problem x with exact pass@1 p_x
+  (:func:`.task.trace_cost_tokens`), not charged. *Moderate* (``moderate_L`` = 12, the digest's
+  length; base pass@1 about 2e-3 with eps = 0.4 where the digest's regime has eps = 0.35): the
+  traces come from rejection sampling the base model, as in the paper, at most ``rs_samples`` = 256
+  samples per training problem (digest), simulated exactly (:func:`.task.rejection_sample`: the only
+  correct response is the correct trace, so the number of samples to the first success is
+  geometric with the exact pass@1); only the problems with a trace are trained on, by every
+  moderate-regime method, and the sampled tokens are charged to every method that uses the traces
+  (PrefixRL, SFT-then-RL, the importance-weighted baseline) in the speed claim. A 12-step chain is
+  the first 12 steps of a 20-step one, so the base model knows these positions.
+* The importance-weighted baseline (:func:`.baselines.iw_offpolicy_step`, the digest's optional
+  baseline 3, LUFFY-style mixed groups): each group holds G - 1 on-policy rollouts and the problem's
+  correct trace; the trace's tokens carry per-token importance weights pi_theta / mu truncated at
+  ``iw_clip`` = 1 (V-trace's rho-bar), mu = the base model that produced the trace by rejection
+  sampling. The paper's own off-policy baselines were not available.
 * The base model is the tiny GPT-2 pretrained on noisy traces of all 1000 problems (each step
   replaced by a uniformly random other digit with probability eps, later steps continuing from the
   corrupted value), so its ideal conditional is p(correct next | history) = 1 - eps and its pass@1
@@ -78,7 +98,8 @@ below is the digest's proposal or ours):
   proposed 20 steps at lr 1e-3; that leaves SFT far from converged (per-step accuracy 0.78 on the
   traces it imitates), so after the first book run we train it to convergence instead: 100 steps at
   lr 3e-3 (trace loss 0.02, per-step accuracy 0.97 on held-out problems; chosen from SFT's own loss
-  and accuracy). The comparison with SFT-then-RL is not a judged claim.
+  and accuracy). Since the revision of 2026-12-02 SFT-then-RL runs in the moderate regime only,
+  on the rejection-sampled traces.
 * Streams: every method of a seed starts from a deep copy of the same base model and sees the same
   problem stream (B distinct training problems per step, numpy generator seeded by the seed only);
   the rollout sampler (torch generator) and PrefixRL's h stream are seeded per (seed, method).
@@ -88,7 +109,10 @@ below is the digest's proposal or ours):
   ``eval_every`` steps and at the end; "tokens" counts the completion tokens sampled during RL.
 * Threads: :func:`.experiment.run_seed` runs on one thread with torch's deterministic algorithms
   (:func:`replib.core.runtime.compute_threads`), so a seed gives the same numbers on every run.
-* Claim conventions (:func:`.experiment.claim_values`): m1 is nan when SFT-then-RL's final pass@1 is 0; m2 is
-  nan when either method never reaches the level, or when either already reaches it at step 0 (a
-  speed is undefined there); claims needing a method missing from ``methods`` are nan.
+* Claim conventions (:func:`.experiment.claim_values`): m1 is nan when SFT-then-RL's final pass@1
+  is 0; m2 compares compute (rejection-sampling tokens plus RL sampled tokens, SFT's teacher-forced
+  tokens not charged) at the first evaluation that reaches half of the lower of the two final
+  training rewards, so a method already there at step 0 is charged the rejection sampling alone;
+  the premise c1b is exact (from the base model's pass@1), not from a GRPO run; claims needing a
+  method missing from ``methods`` / ``moderate_methods`` are nan.
 """

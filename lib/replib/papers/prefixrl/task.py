@@ -30,6 +30,7 @@ __all__ = [
     "step_accuracy",
     "prefix_curve",
     "trace_cost_tokens",
+    "rejection_sample",
     "prefixed_prompts",
     "rollouts",
 ]
@@ -184,6 +185,18 @@ def trace_cost_tokens(base_pass_per_problem, L: int) -> float:
     p = np.asarray(base_pass_per_problem, dtype=float)
     with np.errstate(divide="ignore"):
         return float(np.sum(L / p))
+
+
+def rejection_sample(base_pass_per_problem, K: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Rejection sampling the base model for a correct trace of each problem, at most ``K`` samples
+    (algorithm step 1, the self-improvement loop), simulated exactly: a sample is correct with the
+    exact probability p_x and the only correct response is the correct trace, so the number of
+    samples to the first success is geometric(p_x). Returns ``found`` (n,) bool (a trace within K
+    samples) and ``draws`` (n,) int, the samples spent per problem (min(first success, K)); the
+    compute is ``draws.sum() * L`` sampled tokens."""
+    p = np.clip(np.asarray(base_pass_per_problem, dtype=float), 1e-12, 1.0)
+    first_success = rng.geometric(p)
+    return first_success <= K, np.minimum(first_success, K)
 
 
 # --------------------------------------------------------------------------------------------
