@@ -70,13 +70,12 @@ import pandas as pd
 import torch
 
 from replib import core
-from replib.core.runtime import thread_budget
 from replib.models import causal_lm
 from replib.papers.bayes_structured import experiment, method
 from replib.papers.bayes_structured import task as toy
 
 core.set_style()
-torch.set_num_threads(thread_budget(2))  # one thread in the smoke run (REPLIB_MAX_THREADS)
+torch.set_num_threads(1)  # one thread: the numbers do not depend on the machine's thread count
 cfg = core.configure(experiment.EXPERIMENT_PROFILES, profile, seeds=seeds, train_steps=train_steps, n_test=n_test,
                      n_samples=n_samples, temperature=temperature, num_beams=num_beams)
 if max(cfg.n_grid) != cfg.n_samples:  # the sample-size grid ends at the N actually drawn
