@@ -51,7 +51,7 @@ from replib.papers.me_dlm import method, theory
 
 core.set_style()
 profile = core.resolve_profile()
-n_pairs = {"smoke": 2000, "book": 20000, "paper": 20000}[profile]
+n_pairs = {"smoke": 2000, "book": 10000, "paper": 20000}[profile]
 
 # %% [markdown]
 # ## Marginals are not the joint
