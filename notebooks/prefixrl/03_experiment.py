@@ -101,7 +101,7 @@ cfg
 # ## The base model and its hard problems
 
 # %%
-results = experiment.run_experiment(cfg, progress=core.progress, threads=2)
+results = experiment.run_experiment(cfg, progress=core.progress, threads=1)  # one thread: the same numbers on any machine
 base = results["base"].set_index("seed")
 base[["final_base_loss", "noise_floor", "heldout_pass", "train_pass", "trace_cost_tokens", "grpo_signal_share"]]
 
