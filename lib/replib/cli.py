@@ -79,16 +79,16 @@ def plan_run(slug: str, profile: str, seeds: list[int] | None, overrides: dict) 
 
 def check_types(slug: str, profile: str, params: dict) -> None:
     """Refuse a value whose type differs from the profile's default (``-p steps=abc`` where steps is
-    an int), as the experiment's own :func:`replib.core.profiles.configure` would, but before any
-    notebook runs."""
+    an int) or that lies outside the chapter's EXPERIMENT_BOUNDS (``-p steps=-5``), as the
+    experiment's own :func:`replib.core.profiles.configure` would, but before any notebook runs."""
     import importlib
 
     from .core.profiles import configure
 
-    defaults = importlib.import_module(f"replib.papers.{slug}.experiment").EXPERIMENT_PROFILES
+    module = importlib.import_module(f"replib.papers.{slug}.experiment")
     settings = {k: v for k, v in params.items() if k != "profile"}
     try:
-        configure(defaults, profile, **settings)
+        configure(module.EXPERIMENT_PROFILES, profile, getattr(module, "EXPERIMENT_BOUNDS", None), **settings)
     except (TypeError, ValueError) as err:
         raise UsageError(f"{slug}: {err}") from err
 
@@ -118,7 +118,8 @@ def execute_notebook(slug: str, stem: str, profile: str, params: dict | None, ou
 def run_chapter(slug: str, profile: str, params: dict, out: str, on_notebook=None) -> dict:
     """Execute the chapter's three notebooks with papermill into <out>/<slug>/ and return its results.
 
-    The theory and implementation notebooks run at the profile; the experiment also gets `params`.
+    The theory and implementation notebooks get the profile only (their parameters cell); the
+    experiment gets `params`.
     The experiment's ledger writes <out>/<slug>/<slug>.json; this adds each notebook's run time.
     """
     out_dir = Path(out).resolve() / slug
@@ -126,8 +127,8 @@ def run_chapter(slug: str, profile: str, params: dict, out: str, on_notebook=Non
     results_file.unlink(missing_ok=True)
     runtimes = {}
     for stem in NOTEBOOKS:
-        runtimes[stem] = execute_notebook(slug, stem, profile, params if stem == "03_experiment" else None,
-                                          out_dir)
+        runtimes[stem] = execute_notebook(slug, stem, profile,
+                                          params if stem == "03_experiment" else {"profile": profile}, out_dir)
         if on_notebook:
             on_notebook(slug, stem)
     if not results_file.is_file():

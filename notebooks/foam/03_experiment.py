@@ -50,7 +50,11 @@ if "google.colab" in sys.modules:
     import subprocess
 
     package = "replib @ git+https://github.com/icml2026-replications/replib-book.git@main"
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", package], check=True)
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", package],
+                         capture_output=True, text=True)
+    if pip.returncode != 0:  # show pip's own words, then stop
+        print(pip.stdout, pip.stderr)
+        raise RuntimeError("installing replib failed: pip's output is printed above")
 
 # %% tags=["parameters"]
 profile = None  # "smoke", "book" or "paper"; None reads $REPLIB_PROFILE, else "book"

@@ -44,7 +44,14 @@ if "google.colab" in sys.modules:
     import subprocess
 
     package = "replib @ git+https://github.com/icml2026-replications/replib-book.git@main"
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", package], check=True)
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", package],
+                         capture_output=True, text=True)
+    if pip.returncode != 0:  # show pip's own words, then stop
+        print(pip.stdout, pip.stderr)
+        raise RuntimeError("installing replib failed: pip's output is printed above")
+
+# %% tags=["parameters"]
+profile = None  # "smoke", "book" or "paper"; None reads $REPLIB_PROFILE, else "book"
 
 # %%
 import matplotlib.pyplot as plt
@@ -57,7 +64,7 @@ from replib.models import causal_lm
 from replib.papers.prefixrl import baselines, exercises, experiment, method, task
 
 core.set_style()
-profile = core.resolve_profile()
+profile = core.resolve_profile(profile)
 torch.set_num_threads(thread_budget(2))  # one thread in the smoke run (REPLIB_MAX_THREADS)
 demo_steps = {"smoke": 60, "book": 300, "paper": 300}[profile]
 

@@ -28,7 +28,11 @@ def setup_cell_source(url: str | None = None) -> str:
         "    import subprocess\n"
         "\n"
         f'    package = "replib @ git+{url}.git@{BRANCH}"\n'
-        '    subprocess.run([sys.executable, "-m", "pip", "install", "-q", package], check=True)'
+        '    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", package],\n'
+        "                         capture_output=True, text=True)\n"
+        "    if pip.returncode != 0:  # show pip's own words, then stop\n"
+        "        print(pip.stdout, pip.stderr)\n"
+        '        raise RuntimeError("installing replib failed: pip\'s output is printed above")'
     )
 
 

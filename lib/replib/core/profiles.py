@@ -17,14 +17,17 @@ def resolve_profile(name: str | None = None) -> str:
     return chosen
 
 
-def configure(defaults: dict[str, dict], profile: str | None = None, **overrides) -> SimpleNamespace:
+def configure(defaults: dict[str, dict], profile: str | None = None, bounds: dict | None = None,
+              **overrides) -> SimpleNamespace:
     """Resolve an experiment's settings: the profile's defaults, then every override that is not None.
 
     `defaults` maps each profile name to a dict of settings (the chapter module defines it). An
     override whose name the profile does not define fails at once, naming the valid settings; so does
-    an override whose type differs from the default's (ints are accepted where floats are expected).
+    an override whose type differs from the default's (ints are accepted where floats are expected),
+    and one outside its declared range in `bounds` (see :func:`check_bound`).
     """
     profile = resolve_profile(profile)
+    bounds = {"seeds": (0, None), **(bounds or {})}
     base = dict(defaults[profile])
     for name, value in overrides.items():
         if value is None:
@@ -36,8 +39,32 @@ def configure(defaults: dict[str, dict], profile: str | None = None, **overrides
             raise TypeError(
                 f"setting {name!r} expects {type(expected).__name__} like {expected!r}, got {value!r}"
             )
+        if name in bounds:
+            check_bound(name, value, bounds[name])
         base[name] = float(value) if isinstance(expected, float) else value
     return SimpleNamespace(profile=profile, **base)
+
+
+def check_bound(name: str, value, bound) -> None:
+    """Refuse a setting outside its declared range, naming what is allowed.
+
+    `bound` is ``(low, high)`` for numbers, inclusive, None for an open end (a list of numbers is
+    checked element by element), or a set of allowed strings (a list of strings must be a non-empty
+    subset of it).
+    """
+    values = list(value) if isinstance(value, (list, tuple)) else [value]
+    if isinstance(bound, (set, frozenset)):
+        bad = [v for v in values if v not in bound]
+        if bad or not values:
+            raise ValueError(f"setting {name!r} got {value!r}; allowed: {', '.join(sorted(bound))}"
+                             + (" (a non-empty list of them)" if isinstance(value, (list, tuple)) else ""))
+        return
+    low, high = bound
+    for v in values:
+        if (low is not None and v < low) or (high is not None and v > high):
+            allowed = (f">= {low}" if high is None else f"<= {high}" if low is None
+                       else f"between {low} and {high}")
+            raise ValueError(f"setting {name!r} got {value!r}; allowed: {allowed}")
 
 
 def _same_kind(expected, value) -> bool:
