@@ -23,6 +23,9 @@ def test_parse_assignments():
     (["run", "bidprice_routing", "-p", "arrival_steps=abc"], "setting 'arrival_steps' expects int like"),
     (["run", "bidprice_routing", "-p", "arrival_steps=2.5"], "setting 'arrival_steps' expects int like"),
     (["run", "bidprice_routing", "--seeds", "1", "1"], "--seeds names a seed twice: 1 1"),
+    (["run", "bidprice_routing", "-p", "arrival_steps=-5"], "setting 'arrival_steps' got -5; allowed: >= 1"),
+    (["run", "foam", "-p", "configs=[foam, fomo]"], "setting 'configs' got ['foam', 'fomo']; allowed: names"),
+    (["run", "bidprice_routing", "--seeds", "-1"], "setting 'seeds' got [-1]; allowed: >= 0"),
 ])
 def test_run_refuses_before_running(argv, message, capsys, tmp_path):
     assert main(argv + ["--out", str(tmp_path)]) == 2
@@ -117,8 +120,8 @@ def test_an_out_that_is_a_file_is_refused(tmp_path, capsys):
 def test_params_prints_each_parameter_with_its_type_default_and_meaning(capsys):
     assert main(["params", "foam", "--profile", "smoke"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split()[:4] == ["parameter", "type", "default", "(smoke)"]
+    assert lines[0].split()[:5] == ["parameter", "type", "default", "(smoke)", "allowed"]
     steps = next(line for line in lines if line.startswith("steps "))
-    assert steps.split()[:3] == ["steps", "int", "60"] and "training steps" in steps
+    assert steps.split()[:5] == ["steps", "int", "60", ">=", "1"] and "training steps" in steps
     assert main(["params", "foam", "--profile", "quick"]) == 2
     assert "valid profiles: smoke, book, paper" in capsys.readouterr().err

@@ -36,6 +36,24 @@ def test_configure_overrides_and_refusals():
         configure(DEFAULTS, "book", steps=True)
 
 
+def test_configure_refuses_values_outside_their_bounds():
+    import re
+
+    bounds = {"steps": (1, 100), "lr": (0.0, None), "name": {"x", "y"}}
+    assert configure(DEFAULTS, "book", bounds, steps=100, lr=0.0, name="y").steps == 100
+    with pytest.raises(ValueError, match="'steps' got -5; allowed: 1 to 100"):
+        configure(DEFAULTS, "book", bounds, steps=-5)
+    with pytest.raises(ValueError, match="'lr' got -0.1; allowed: >= 0.0"):
+        configure(DEFAULTS, "book", bounds, lr=-0.1)
+    with pytest.raises(ValueError, match="allowed: one or more of x, y"):
+        configure(DEFAULTS, "book", bounds, name="z")
+    with pytest.raises(ValueError, match="'seeds' got \\[-1\\]; allowed: >= 0"):
+        configure(DEFAULTS, "book", bounds, seeds=[-1])
+    with pytest.raises(ValueError, match="names matching"):
+        configure(DEFAULTS, "book", {"name": re.compile(r"x\d+")}, name="x1y")
+    assert configure(DEFAULTS, "book", {"name": re.compile(r"x\d+")}, name="x12").name == "x12"
+
+
 def test_seeding_is_deterministic():
     a = seed_everything(3).normal(size=5)
     b = seed_everything(3).normal(size=5)

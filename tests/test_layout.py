@@ -57,3 +57,22 @@ def test_package_files_and_import_direction(slug):
         assert not others, f"{slug}/{path.name} imports another chapter: {sorted(others)}"
         bad = siblings & FORBIDDEN.get(path.stem, set())
         assert not bad, f"{slug}/{path.name} may not import {sorted(bad)}"
+
+
+@pytest.mark.parametrize("slug", chapter_slugs())
+def test_experiment_declares_the_range_of_every_setting(slug):
+    """`replib run -p` checks values against EXPERIMENT_BOUNDS before anything runs: every setting a
+    profile defines (but seeds and booleans) has a bound, and every profile's defaults lie inside."""
+    import importlib
+
+    from replib.core.profiles import check_bound
+
+    module = importlib.import_module(f"replib.papers.{slug}.experiment")
+    bounds = getattr(module, "EXPERIMENT_BOUNDS", None)
+    assert isinstance(bounds, dict), f"{slug}: experiment.py declares no EXPERIMENT_BOUNDS"
+    for profile, settings in module.EXPERIMENT_PROFILES.items():
+        unbounded = [k for k, v in settings.items() if k != "seeds" and not isinstance(v, bool) and k not in bounds]
+        assert not unbounded, f"{slug} ({profile}): no bound for {unbounded}"
+        assert not set(bounds) - set(settings), f"{slug}: bounds for unknown settings {sorted(set(bounds) - set(settings))}"
+        for name, bound in bounds.items():
+            check_bound(name, settings[name], bound)

@@ -1,8 +1,10 @@
 """Structure of the book: paired notebooks in sync, no outputs committed, the Colab cell first,
-a literal parameters cell with a profile in every experiment, every chapter in _toc.yml."""
+a literal parameters cell with a profile in every notebook, one figure-caption rule, every chapter in
+_toc.yml."""
 
 import ast
 import json
+import re
 from pathlib import Path
 
 import jupytext
@@ -64,6 +66,29 @@ def test_experiment_has_literal_parameters_with_a_profile(slug):
     import papermill  # the batch runner validates -p names with papermill: it must see every one
 
     assert list(papermill.inspect_notebook(str(ROOT / "notebooks" / slug / "03_experiment.ipynb"))) == names
+
+
+@pytest.mark.parametrize("slug, stem", PAIRS)
+def test_every_notebook_takes_its_profile_from_a_parameters_cell(slug, stem):
+    """papermill (replib run) sets `profile` in all three notebooks, right after the Colab cell."""
+    cells = code_cells(jupytext.read(ROOT / "notebooks" / slug / f"{stem}.py"))
+    tagged = [i for i, c in enumerate(cells) if "parameters" in c.metadata.get("tags", [])]
+    assert tagged == [1], f"{slug}/{stem}: one cell tagged parameters, right after the Colab cell"
+    assert "profile = None" in cells[1].source.splitlines()[0]
+    rest = "\n".join(c.source for c in cells[2:])
+    resolved = "core.resolve_profile(profile)" in rest or "EXPERIMENT_PROFILES, profile," in rest
+    assert resolved, f"{slug}/{stem}: the profile parameter is never resolved"
+
+
+@pytest.mark.parametrize("slug, stem", PAIRS)
+def test_figures_are_captioned_one_way(slug, stem):
+    """Figures are captioned by a markdown cell "*Figure N. ...*", numbered from 1 on each page (it
+    reads the same in Colab and in the book); no myst-nb figure metadata, which Colab does not show."""
+    nb = jupytext.read(ROOT / "notebooks" / slug / f"{stem}.py")
+    assert not [c for c in nb.cells if "figure" in c.metadata.get("mystnb", {})], f"{slug}/{stem}: mystnb figure"
+    numbers = [int(m.group(1)) for c in nb.cells if c.cell_type == "markdown"
+               for m in re.finditer(r"^\*Figure (\d+)\.", c.source, flags=re.M)]
+    assert numbers == list(range(1, len(numbers) + 1)), f"{slug}/{stem}: figures numbered {numbers}"
 
 
 def test_toc_lists_every_chapter_notebook():

@@ -231,20 +231,25 @@ def cmd_run(args) -> int:
     return 1 if failed else 0
 
 
-def parameter_table(slug: str, profile: str) -> list[tuple[str, str, str, str]]:
-    """(name, type, default under ``profile``, meaning) for each parameter of the chapter's experiment
-    notebook: types and defaults from the chapter's EXPERIMENT_PROFILES, meanings from the comments
-    of the notebook's parameters cell."""
+def parameter_table(slug: str, profile: str) -> list[tuple[str, str, str, str, str]]:
+    """(name, type, default under ``profile``, allowed values, meaning) for each parameter of the
+    chapter's experiment notebook: types and defaults from the chapter's EXPERIMENT_PROFILES, ranges
+    from its EXPERIMENT_BOUNDS, meanings from the comments of the notebook's parameters cell."""
     import importlib
 
-    defaults = importlib.import_module(f"replib.papers.{check_slug(slug)}.experiment").EXPERIMENT_PROFILES[profile]
+    from .core.profiles import describe_bound
+
+    module = importlib.import_module(f"replib.papers.{check_slug(slug)}.experiment")
+    defaults = module.EXPERIMENT_PROFILES[profile]
+    bounds = {"seeds": (0, None), **getattr(module, "EXPERIMENT_BOUNDS", {})}
     rows = []
     for name, info in experiment_parameters(slug).items():
         if name == "profile":
-            rows.append((name, "str", profile, f"one of {', '.join(PROFILES)}"))
+            rows.append((name, "str", profile, ", ".join(PROFILES), info.get("help") or ""))
             continue
         default = defaults.get(name)
-        rows.append((name, type(default).__name__, repr(default), info.get("help") or ""))
+        allowed = "True, False" if isinstance(default, bool) else describe_bound(bounds.get(name))
+        rows.append((name, type(default).__name__, repr(default), allowed, info.get("help") or ""))
     return rows
 
 
@@ -255,10 +260,11 @@ def cmd_params(args) -> int:
         raise UsageError(str(err)) from err
     if args.profile not in PROFILES:
         raise UsageError(f"unknown profile {args.profile!r}; valid profiles: {', '.join(PROFILES)}")
-    rows = [("parameter", "type", f"default ({args.profile})", "meaning")] + parameter_table(args.chapter, args.profile)
-    widths = [min(max(len(r[i]) for r in rows), 40) for i in range(3)]
+    header = ("parameter", "type", f"default ({args.profile})", "allowed", "meaning")
+    rows = [header] + parameter_table(args.chapter, args.profile)
+    widths = [min(max(len(r[i]) for r in rows), 40) for i in range(4)]
     for row in rows:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths)) + "  " + row[3])
+        print("  ".join(cell.ljust(w) for cell, w in zip(row[:4], widths)) + "  " + row[4])
     return 0
 
 

@@ -80,8 +80,9 @@ from replib.papers.bayes_structured import task as toy
 
 core.set_style()
 torch.set_num_threads(1)  # one thread: the numbers do not depend on the machine's thread count
-cfg = core.configure(experiment.EXPERIMENT_PROFILES, profile, seeds=seeds, train_steps=train_steps, n_test=n_test,
-                     n_samples=n_samples, temperature=temperature, num_beams=num_beams)
+cfg = core.configure(experiment.EXPERIMENT_PROFILES, profile, experiment.EXPERIMENT_BOUNDS, seeds=seeds,
+                     train_steps=train_steps, n_test=n_test, n_samples=n_samples, temperature=temperature,
+                     num_beams=num_beams)
 if max(cfg.n_grid) != cfg.n_samples:  # the sample-size grid ends at the N actually drawn
     cfg.n_grid = [m for m in cfg.n_grid if m < cfg.n_samples] + [cfg.n_samples]
 ledger = core.Ledger("bayes_structured", cfg.profile, cfg.seeds, parameters=vars(cfg))
@@ -121,7 +122,7 @@ losses = experiment.decoder_losses(table)
 summary = losses.groupby("task").agg(["mean", "std"]).round(3)
 summary
 
-# %% mystnb={"figure": {"caption": "Mean loss per decoder and task (lower is better): Hamming distance to the true set (sets), expected absolute error (ratings), error rate against the most probable class (labels). Bars: mean over seeds; error bars: standard deviation over seeds.", "name": "bayes-decoders"}}
+# %%
 fig, axes = plt.subplots(1, 3, figsize=(12, 3.4))
 colors = [f"C{i}" for i in range(len(experiment.DECODERS))]
 for ax, task, unit in zip(axes, method.TASKS, ["hamming loss", "expected absolute error", "error rate"]):
@@ -132,6 +133,11 @@ for ax, task, unit in zip(axes, method.TASKS, ["hamming loss", "expected absolut
     ax.set(title=task, ylabel=unit)
 plt.tight_layout()
 plt.show()
+
+# %% [markdown]
+# *Figure 1. Mean loss per decoder and task (lower is better): Hamming distance to the true set
+# (sets), expected absolute error (ratings), error rate against the most probable class (labels).
+# Bars: mean over seeds; error bars: standard deviation over seeds.*
 
 # %% [markdown]
 # On labels, which class does each decoder name? Share of test prompts per rank of the named class
@@ -177,7 +183,7 @@ beam_ids = causal_lm.beam_search(first["model"], prompt, max_new, num_beams=cfg.
 beam = toy.interpret("sets", beam_ids[0].numpy())
 truth = problems["truth"][example]
 
-# %% mystnb={"figure": {"caption": "Fresh samples of one set prompt (rows) over the ten items (columns; a dark cell means the answer names the item, a grey row is unreadable, beam search included). Top: the share q_e of readable samples naming each item, with the 1/2 threshold; the Bayes answer is every item above it. Bottom rows: the true set, the answer of beam search with N beams and the Bayes answer.", "name": "bayes-example"}}
+# %%
 fig, (top, mid) = plt.subplots(2, 1, figsize=(6, 7.5), gridspec_kw={"height_ratios": [1, 4]}, sharex=True)
 top.bar(range(method.N_ITEMS), latents.mean(0), color=["C2" if b else "C7" for b in bayes])
 top.axhline(0.5, color="k", ls="--", lw=0.8)
@@ -198,9 +204,15 @@ print(f"Hamming loss: equal beam {toy.task_loss('sets', beam, truth):.0f}, Bayes
       f"Bayesian risk {risk:.2f}; the Bayes set is {'one' if in_samples else 'none'} of the samples")
 
 # %% [markdown]
+# *Figure 2. Fresh samples of one set prompt (rows) over the ten items (columns; a dark cell means
+# the answer names the item, a grey row is unreadable, beam search included). Top: the share q_e of
+# readable samples naming each item, with the 1/2 threshold; the Bayes answer is every item above
+# it. Bottom rows: the true set, the answer of beam search with N beams and the Bayes answer.*
+
+# %% [markdown]
 # ## Does more sampling help?
 
-# %% mystnb={"figure": {"caption": "Mean loss of the Bayes answer and of the medoid computed from the first N of the samples, for sets (left) and ratings (right); mean over seeds, error bars: standard deviation over seeds. A prompt none of whose first N samples parses falls back to the greedy answer, which weighs on the smallest N for sets.", "name": "bayes-samples"}}
+# %%
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
 for ax, task, unit in zip(axes, ["sets", "ratings"], ["hamming loss", "expected absolute error"]):
     for decoder, marker in [("bayes", "o"), ("medoid", "s")]:
@@ -211,6 +223,12 @@ for ax, task, unit in zip(axes, ["sets", "ratings"], ["hamming loss", "expected 
     ax.minorticks_off()
     ax.legend(fontsize="small")
 plt.show()
+
+# %% [markdown]
+# *Figure 3. Mean loss of the Bayes answer and of the medoid computed from the first N of the
+# samples, for sets (left) and ratings (right); mean over seeds, error bars: standard deviation over
+# seeds. A prompt none of whose first N samples parses falls back to the greedy answer, which weighs
+# on the smallest N for sets.*
 
 # %% [markdown]
 # ## Which score knows when the answer is wrong?
@@ -233,7 +251,7 @@ print(f"true set size:     {toy.spearman(sets['size truth'], sets['loss bayes'])
 print(f"readable samples:  {toy.spearman(sets['parsed samples'], sets['loss bayes']):+.3f}")
 print(f"bayesian risk and readable samples: {toy.spearman(sets['bayesian risk'].fillna(np.inf), sets['parsed samples']):+.3f}")
 
-# %% mystnb={"figure": {"caption": "Risk-coverage curves (all seeds pooled): the mean loss of the Bayes answers that are kept when the prompts with the highest uncertainty score are rejected first. Lower is better; the right end is the loss with no rejection.", "name": "bayes-risk-coverage"}}
+# %%
 fig, axes = plt.subplots(1, 3, figsize=(13, 3.4))
 for ax, task in zip(axes, method.TASKS):
     group = table[table.task == task]
@@ -243,6 +261,11 @@ for ax, task in zip(axes, method.TASKS):
     ax.set(xlabel="coverage", ylabel="mean loss of kept answers", title=task)
 axes[0].legend(fontsize="small")
 plt.show()
+
+# %% [markdown]
+# *Figure 4. Risk-coverage curves (all seeds pooled): the mean loss of the Bayes answers that are
+# kept when the prompts with the highest uncertainty score are rejected first. Lower is better; the
+# right end is the loss with no rejection.*
 
 # %% [markdown]
 # ## The claims
@@ -269,6 +292,7 @@ strict.agg(["mean", "std"]).round(3)
 print("Bayes / beam (5 beams), strict parser, per seed:", (strict["bayes"] / strict["beam"]).round(3).tolist())
 
 # %% [markdown]
+#
 # %% [markdown]
 # ## What we learned
 #

@@ -74,8 +74,9 @@ from replib import core
 from replib.papers.bidprice_routing import experiment, task
 
 core.set_style()
-cfg = core.configure(experiment.EXPERIMENT_PROFILES, profile, seeds=seeds, rate=rate, arrival_steps=arrival_steps,
-                     n_workers=n_workers, noise=noise, drain=drain, rate_shift=rate_shift)
+cfg = core.configure(experiment.EXPERIMENT_PROFILES, profile, experiment.EXPERIMENT_BOUNDS, seeds=seeds,
+                     rate=rate, arrival_steps=arrival_steps, n_workers=n_workers, noise=noise, drain=drain,
+                     rate_shift=rate_shift)
 ledger = core.Ledger("bidprice_routing", cfg.profile, cfg.seeds, parameters=vars(cfg))
 cfg
 
@@ -97,7 +98,7 @@ runs.groupby("variant", sort=False)[experiment.REPORTED_METRICS].mean().round(2)
 # %% [markdown]
 # ## Latency per policy
 
-# %% mystnb={"figure": {"caption": "Mean, P95 and P99 end-to-end latency (left) and mean and P99 time to first token (right) per policy at the constant rate, in steps; bars are means over seeds, error bars the standard deviation.", "name": "bidprice-latency"}}
+# %%
 steady = runs[~runs["variant"].str.endswith(" shift")]
 long_form = steady.melt(id_vars=["seed", "variant"], value_vars=["mean_e2e", "p95_e2e", "p99_e2e",
                                                               "mean_ttft", "p99_ttft"])
@@ -111,9 +112,14 @@ axes[1].set(yticklabels=[])
 plt.show()
 
 # %% [markdown]
+# *Figure 1. Mean, P95 and P99 end-to-end latency (left) and mean and P99 time to first token
+# (right) per policy at the constant rate, in steps; bars are means over seeds, error bars the
+# standard deviation.*
+
+# %% [markdown]
 # ## The trade-off that the weights steer
 
-# %% mystnb={"figure": {"caption": "Mean end-to-end latency against P99 time to first token, means over seeds: squares are the heuristics that dispatch on arrival, triangles the price-free central-buffer ablations, circles the OLP router. Lower-left is better on both.", "name": "bidprice-pareto"}}
+# %%
 means = steady.groupby("variant", sort=False)[["mean_e2e", "p99_ttft"]].mean().reset_index()
 means["family"] = means["variant"].map(lambda v: "olp router" if v.startswith("olp") else
                                        "central ablation" if v.startswith("central") else "heuristic")
@@ -125,12 +131,17 @@ ax.legend(loc="center left", bbox_to_anchor=(1.02, 0.5), fontsize="small")
 plt.show()
 
 # %% [markdown]
+# *Figure 2. Mean end-to-end latency against P99 time to first token, means over seeds: squares are
+# the heuristics that dispatch on arrival, triangles the price-free central-buffer ablations,
+# circles the OLP router. Lower-left is better on both.*
+
+# %% [markdown]
 # The tail weight $w_{gp}$ adds a bonus for starting a request within $W_{gp} = 20$ steps of its
 # arrival. The paper reports that raising it monotonically raises the share of requests served within
 # its TTFT threshold. We sweep $w_{gp}$ between the two ends that claim c4a compares (0 and $T$, taken
 # from the runs above) and plot, per seed, the change against $w_{gp} = 0$.
 
-# %% mystnb={"figure": {"caption": "Change in the share of requests with a first token within 20 steps (left) and in mean end-to-end latency (right) against the tail weight, as a fraction of the horizon T, relative to no tail weight; OLP with the E2E weight, one line per seed, the mean in black.", "name": "bidprice-tail"}}
+# %%
 ends = runs[runs["variant"].isin(["olp beta", "olp beta + tail"])].assign(
     fraction=lambda d: (d["variant"] == "olp beta + tail").astype(float))
 sweep = pd.concat([ends[["seed", "fraction", "ttft_le_20", "mean_e2e"]],
@@ -148,6 +159,11 @@ for ax, metric, label in [(axes[0], "ttft_le_20", "change in share with ttft <= 
 plt.show()
 
 # %% [markdown]
+# *Figure 3. Change in the share of requests with a first token within 20 steps (left) and in mean
+# end-to-end latency (right) against the tail weight, as a fraction of the horizon T, relative to no
+# tail weight; OLP with the E2E weight, one line per seed, the mean in black.*
+
+# %% [markdown]
 # ## Throughput, and an arrival-rate shift
 #
 # The official code's window experiments count throughput as the tokens of the requests completed
@@ -162,7 +178,7 @@ shift_view = runs[runs["variant"].isin(["round_robin", "lor", "olp beta noisy", 
 shift_view.groupby("variant", sort=False)[["mean_e2e", "p95_e2e", "p99_e2e", "throughput",
                                            "preemptions"]].mean().round(2)
 
-# %% mystnb={"figure": {"caption": "Requests in the system (arrived, not yet completed) per step on the rate-shift workload (first seed) for round robin, least outstanding requests and OLP with the E2E weight and noisy predictions; the dotted line marks the shift from the rate of the book setting to 1.5 times it, the dashed line the end of the arrival window.", "name": "bidprice-shift"}}
+# %%
 fig, ax = plt.subplots(figsize=(8, 3.4))
 for name in ["round_robin shift", "lor shift", "olp beta shift"]:
     result = traces[name]
@@ -177,9 +193,15 @@ ax.legend(fontsize="small")
 plt.show()
 
 # %% [markdown]
+# *Figure 4. Requests in the system (arrived, not yet completed) per step on the rate-shift workload
+# (first seed) for round robin, least outstanding requests and OLP with the E2E weight and noisy
+# predictions; the dotted line marks the shift from the rate of the book setting to 1.5 times it,
+# the dashed line the end of the arrival window.*
+
+# %% [markdown]
 # ## Inside the router: buffer, prices and KV memory
 
-# %% mystnb={"figure": {"caption": "One run (first seed) of OLP with the E2E weight. Top: requests waiting in the central buffer. Middle and bottom: per worker, the batch-slot and KV prices that a column starting at that step meets, averaged over the next 100 steps. Once the buffer empties near the end, no epoch fires and the prices stop changing.", "name": "bidprice-prices"}}
+# %%
 olp = traces["olp beta"]
 fig, axes = plt.subplots(3, 1, figsize=(8, 6), sharex=True)
 axes[0].plot(olp.buffer_len, color="k", lw=1)
@@ -192,7 +214,13 @@ axes[2].set(ylabel="mean $p^M$", xlabel="step")
 axes[1].legend(ncol=4, fontsize="small")
 plt.show()
 
-# %% mystnb={"figure": {"caption": "KV tokens in use per worker over time (first seed) for least outstanding requests (top) and OLP with the E2E weight (bottom), with the capacity M as a dashed line; red ticks mark preemptions.", "name": "bidprice-kv"}}
+# %% [markdown]
+# *Figure 5. One run (first seed) of OLP with the E2E weight. Top: requests waiting in the central
+# buffer. Middle and bottom: per worker, the batch-slot and KV prices that a column starting at that
+# step meets, averaged over the next 100 steps. Once the buffer empties near the end, no epoch fires
+# and the prices stop changing.*
+
+# %%
 fig, axes = plt.subplots(2, 1, figsize=(8, 5), sharex=True, sharey=True)
 for ax, name in zip(axes, ["lor", "olp beta"]):
     result = traces[name]
@@ -203,6 +231,11 @@ for ax, name in zip(axes, ["lor", "olp beta"]):
     ax.set(ylabel=f"kv tokens ({name})")
 axes[1].set(xlabel="step")
 plt.show()
+
+# %% [markdown]
+# *Figure 6. KV tokens in use per worker over time (first seed) for least outstanding requests (top)
+# and OLP with the E2E weight (bottom), with the capacity M as a dashed line; red ticks mark
+# preemptions.*
 
 # %% [markdown]
 # ## The claims

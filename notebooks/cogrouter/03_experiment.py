@@ -68,7 +68,7 @@ rl_lr = None  # Adam learning rate of the RL stage
 kl_coef = None  # weight of the KL term to the CoSFT policy
 methods = None  # subset of cosft, copo, grpo, fixed_l1, fixed_l4, grpo_scratch
 workers = None  # processes for the (seed, method) runs; None takes the profile's (2 at book)
-run_sweep = None  # also run the exploratory regime search at the end; None: at the paper profile only
+run_sweep = None  # also run the exploratory regime search at the end (the profile's default: paper only)
 
 # %%
 import matplotlib.pyplot as plt
@@ -79,12 +79,9 @@ from replib import core
 from replib.papers.cogrouter import experiment, task
 
 core.set_style()
-cfg = core.configure(experiment.EXPERIMENT_PROFILES, profile, seeds=seeds, iterations=iterations, rl_lr=rl_lr,
-                     kl_coef=kl_coef, methods=methods, workers=workers)
-run_sweep = cfg.profile == "paper" if run_sweep is None else run_sweep
-unknown = sorted(set(cfg.methods) - set(experiment.METHODS))
-if unknown:
-    raise ValueError(f"unknown methods {unknown}; valid: {', '.join(experiment.METHODS)}")
+cfg = core.configure(experiment.EXPERIMENT_PROFILES, profile, experiment.EXPERIMENT_BOUNDS, seeds=seeds,
+                     iterations=iterations, rl_lr=rl_lr, kl_coef=kl_coef, methods=methods, workers=workers,
+                     run_sweep=run_sweep)
 ledger = core.Ledger("cogrouter", cfg.profile, cfg.seeds, parameters=vars(cfg))
 labels = {"cosft": "CoSFT only", "copo": "CoPO (CogRouter)", "grpo": "GRPO", "fixed_l1": "fixed level 1",
           "fixed_l4": "fixed level 4", "grpo_scratch": "GRPO from scratch"}
@@ -105,7 +102,7 @@ results["premise"].set_index("seed").round(3)
 # share of routine steps whose most confident level is level 1 (c1b). The mean normalised confidence
 # per stage type and level:
 
-# %% mystnb={"figure": {"caption": "Mean min-max-normalised action confidence of each level (columns) at each stage type (rows), CoSFT policy, steps of successful episodes, all seeds. CoPO's weights grow with this quantity.", "name": "cogrouter-confidence"}}
+# %%
 confidence = results["confidence"].groupby(["stage_type", "level"])["mean_c_hat"].mean().unstack()
 confidence = confidence.reindex(list(task.STAGE_TYPES))
 fig, ax = plt.subplots(figsize=(5, 2.8))
@@ -119,6 +116,11 @@ fig.colorbar(image, ax=ax, label="normalised confidence")
 plt.show()
 
 # %% [markdown]
+# *Figure 1. Mean min-max-normalised action confidence of each level (columns) at each stage type
+# (rows), CoSFT policy, steps of successful episodes, all seeds. CoPO's weights grow with this
+# quantity.*
+
+# %% [markdown]
 # ## Every agent trained to the same convergence rule
 #
 # How many iterations each RL agent ran before the rule stopped it (mean, lowest and highest over
@@ -129,7 +131,7 @@ stops = results["stops"]
 stops.groupby("method").agg(mean_iterations=("iterations", "mean"), lowest=("iterations", "min"),
                             highest=("iterations", "max"), seeds_plateaued=("plateaued", "sum")).rename(index=labels)
 
-# %% mystnb={"figure": {"caption": "Learning curves: success rate on the validation episodes (left) and thinking tokens per step (right) at temperature 0.4 against the RL iteration, per method; lines: mean over the seeds still training, bands: the lowest and highest seed, crosses: where each seed stopped. The grey line is the CoSFT policy every method but GRPO from scratch starts from.", "name": "cogrouter-training"}}
+# %%
 validation = results["validation"]
 fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
 for method, group in validation[validation.method != "cosft"].groupby("method", sort=False):
@@ -148,6 +150,12 @@ axes[0].legend(fontsize="small")
 plt.show()
 
 # %% [markdown]
+# *Figure 2. Learning curves: success rate on the validation episodes (left) and thinking tokens per
+# step (right) at temperature 0.4 against the RL iteration, per method; lines: mean over the seeds
+# still training, bands: the lowest and highest seed, crosses: where each seed stopped. The grey
+# line is the CoSFT policy every method but GRPO from scratch starts from.*
+
+# %% [markdown]
 # ## Success and thinking cost
 #
 # On the evaluation episodes, where each agent stopped (CoSFT alone: before any RL):
@@ -159,7 +167,7 @@ columns = ["success", "cost_per_step", "steps_per_episode", "level_routine", "le
 summary = last.groupby(["temperature", "method"])[columns].agg(["mean", "std"])
 summary.rename(index=labels).round(3)
 
-# %% mystnb={"figure": {"caption": "The efficiency frontier at decoding temperature 0.4: success rate against thinking tokens per step after training, one point per seed, and the mean (large marker). Up and to the left is better.", "name": "cogrouter-frontier"}}
+# %%
 fig, ax = plt.subplots(figsize=(6.5, 4))
 cold = last[last.temperature == 0.4]
 for method, group in cold.groupby("method", sort=False):
@@ -171,9 +179,14 @@ ax.legend(fontsize="small")
 plt.show()
 
 # %% [markdown]
+# *Figure 3. The efficiency frontier at decoding temperature 0.4: success rate against thinking
+# tokens per step after training, one point per seed, and the mean (large marker). Up and to the
+# left is better.*
+
+# %% [markdown]
 # ## Where the depth goes
 
-# %% mystnb={"figure": {"caption": "Mean chosen level at routine (solid) and at recall and plan stages (dashed) on the validation episodes against the RL iteration, temperature 0.4, for CoPO and GRPO from the same CoSFT start; mean over the seeds still training.", "name": "cogrouter-levels"}}
+# %%
 fig, ax = plt.subplots(figsize=(6.5, 3.6))
 for method in [m for m in ["copo", "grpo"] if m in cfg.methods]:
     group = validation[validation.method == method].groupby("iteration")
@@ -182,6 +195,11 @@ for method in [m for m in ["copo", "grpo"] if m in cfg.methods]:
 ax.set(xlabel="rl iteration", ylabel="mean level", ylim=(0.9, 4.1))
 ax.legend(fontsize="small")
 plt.show()
+
+# %% [markdown]
+# *Figure 4. Mean chosen level at routine (solid) and at recall and plan stages (dashed) on the
+# validation episodes against the RL iteration, temperature 0.4, for CoPO and GRPO from the same
+# CoSFT start; mean over the seeds still training.*
 
 # %% [markdown]
 # The level distribution per stage type after training (temperature 0.4, all seeds):
@@ -226,7 +244,7 @@ ledger.table()
 # book profile before this revision is quoted below.
 
 # %%
-if run_sweep:
+if cfg.run_sweep:
     settings = [{}, {"rl_lr": 3e-4}, {"kl_coef": 0.5}, {"variant": "strong"}]
     if cfg.profile == "smoke":
         settings = [{"iterations": 3}]

@@ -75,8 +75,8 @@ from replib import core
 from replib.papers.foam import experiment, method
 
 core.set_style()
-cfg = core.configure(experiment.EXPERIMENT_PROFILES, profile, seeds=seeds, steps=steps, lr_grid=lr_grid,
-                     tune_steps=tune_steps, configs=configs, batch_size=batch_size)
+cfg = core.configure(experiment.EXPERIMENT_PROFILES, profile, experiment.EXPERIMENT_BOUNDS, seeds=seeds,
+                     steps=steps, lr_grid=lr_grid, tune_steps=tune_steps, configs=configs, batch_size=batch_size)
 ledger = core.Ledger("foam", cfg.profile, cfg.seeds, parameters=vars(cfg))
 cfg
 
@@ -108,7 +108,7 @@ summary.round(4)
 # seconds spent in the optimizer (of which inside `eigh`) and in the model's forward and backward
 # passes.
 
-# %% mystnb={"figure": {"caption": "Full-batch training loss (mean over seeds) against the step (left) and against the cumulative seconds spent in the optimizer (right), per configuration.", "name": "foam-loss"}}
+# %%
 curves["label"] = curves["config"].map(method.config_label)
 mean_curves = curves.groupby(["label", "step"], sort=False)[["loss", "optimizer_seconds"]].mean().reset_index()
 mean_curves["family"] = np.where(mean_curves["label"].str.startswith("FOAM"), "foam", "other")
@@ -124,9 +124,13 @@ axes[0].legend([handles[i] for i in keep], [labels[i] for i in keep], title="", 
 plt.show()
 
 # %% [markdown]
+# *Figure 1. Full-batch training loss (mean over seeds) against the step (left) and against the
+# cumulative seconds spent in the optimizer (right), per configuration.*
+
+# %% [markdown]
 # ## Loss against eigendecompositions
 
-# %% mystnb={"figure": {"caption": "Final training loss against the number of eigendecompositions (log scale), means over seeds with the standard deviation of the loss as error bars. The stale sweep over f is joined by a line.", "name": "foam-pareto"}}
+# %%
 stats = runs.groupby("label", sort=False).agg(loss=("final_loss", "mean"), sd=("final_loss", "std"),
                                               evds=("evds", "mean"), config=("config", "first"))
 stats = stats[stats["evds"] > 0]
@@ -139,6 +143,11 @@ for label, row in stats.iterrows():
 ax.set(xscale="log", xlabel="eigendecompositions", ylabel="final training mse")
 ax.legend(fontsize="small")
 plt.show()
+
+# %% [markdown]
+# *Figure 2. Final training loss against the number of eigendecompositions (log scale), means over
+# seeds with the standard deviation of the loss as error bars. The stale sweep over f is joined by a
+# line.*
 
 # %% [markdown]
 # Refreshing at every step, for the first 200 steps only (the book profile's side run), against the
@@ -156,7 +165,7 @@ at_side
 # %% [markdown]
 # ## Inside FOAM: one factor's damping
 
-# %% mystnb={"figure": {"caption": "FOAM on one factor (the left factor of the first weight matrix, first seed). Top: the damping relative to its floor, with the cap dashed and refreshes marked. Bottom: the proxy h at each check, with the target tau dashed.", "name": "foam-controller"}}
+# %%
 log = pd.DataFrame(traces["controller"])
 factor_log = log[(log["config"] == "foam") & (log["factor"] == traces["controller_factor"])]
 fig, axes = plt.subplots(2, 1, figsize=(8, 4.5), sharex=True)
@@ -173,9 +182,14 @@ plt.show()
 print(f"damping relative to the median eigenvalue in use: {factor_log['eps_rel'].median():.1e} (median)")
 
 # %% [markdown]
+# *Figure 3. FOAM on one factor (the left factor of the first weight matrix, first seed). Top: the
+# damping relative to its floor, with the cap dashed and refreshes marked. Bottom: the proxy h at
+# each check, with the target tau dashed.*
+
+# %% [markdown]
 # ## Which part of FOAM matters
 
-# %% mystnb={"figure": {"caption": "Final training loss of FOAM and its two ablations, and of stale f = 10 for reference (bars: mean over seeds; error bars: standard deviation).", "name": "foam-ablation"}}
+# %%
 parts = ["stale f=10", "FOAM", method.config_label(experiment.MATCHED_ABLATION), "FOAM w/o adaptive eps",
          "FOAM w/o refresh"]
 parts = [p for p in parts if p in set(runs["label"])]
@@ -187,6 +201,10 @@ for i, label in enumerate(parts):
                 va="center", color="white", fontsize="small")
 ax.set(xlabel="final training mse", ylabel="")
 plt.show()
+
+# %% [markdown]
+# *Figure 4. Final training loss of FOAM and its two ablations, and of stale f = 10 for reference
+# (bars: mean over seeds; error bars: standard deviation).*
 
 # %% [markdown]
 # ## The claims

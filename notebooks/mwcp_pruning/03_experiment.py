@@ -71,9 +71,9 @@ from replib import core
 from replib.papers.mwcp_pruning import experiment, method, task, theory
 
 core.set_style()
-cfg = core.configure(experiment.EXPERIMENT_PROFILES, profile, seeds=seeds, ratios=ratios, alphas=alphas,
-                     epochs=epochs, proxy_steps=proxy_steps, clusters_per_class=clusters_per_class,
-                     n_test=n_test)
+cfg = core.configure(experiment.EXPERIMENT_PROFILES, profile, experiment.EXPERIMENT_BOUNDS, seeds=seeds,
+                     ratios=ratios, alphas=alphas, epochs=epochs, proxy_steps=proxy_steps,
+                     clusters_per_class=clusters_per_class, n_test=n_test)
 ledger = core.Ledger("mwcp_pruning", cfg.profile, cfg.seeds, parameters=vars(cfg))
 cfg
 
@@ -100,7 +100,7 @@ table.round(1)
 floor = task.accuracy_noise_floor(full["accuracy"].mean(), len(extras["pool"].y_test))
 print(f"noise floor of a difference of two accuracies: {floor:.3f} points")
 
-# %% mystnb={"figure": {"caption": "Test accuracy against pruning ratio per selector (mean over seeds, band: standard deviation); the dashed line is training on all data.", "name": "mwcp-accuracy"}}
+# %%
 main = ["random", "entropy", "kcenter", experiment.variant_name("mwcp", 1.0)]
 fig, ax = plt.subplots(figsize=(7, 4))
 sns.lineplot(pruned[pruned["variant"].isin(main)], x="ratio", y="accuracy", hue="variant",
@@ -111,9 +111,13 @@ ax.legend(title="")
 plt.show()
 
 # %% [markdown]
+# *Figure 1. Test accuracy against pruning ratio per selector (mean over seeds, band: standard
+# deviation); the dashed line is training on all data.*
+
+# %% [markdown]
 # ## Informativeness against diversity
 
-# %% mystnb={"figure": {"caption": "Test accuracy of the graph greedy minus that of random pruning, mean over seeds, for each weight alpha of the intrinsic score (rows) and pruning ratio (columns); the last row is intrinsic-only selection, the limit of large alpha (its 90% cell is off the colour scale).", "name": "mwcp-alpha"}}
+# %%
 random_acc = pruned[pruned["variant"] == "random"].groupby("ratio")["accuracy"].mean()
 mwcp_rows = pruned[pruned["method"] == "mwcp"]
 heat = mwcp_rows.pivot_table(index="alpha", columns="ratio", values="accuracy", aggfunc="mean")
@@ -126,9 +130,14 @@ ax.set(xlabel="pruning ratio $p$", ylabel="")
 plt.show()
 
 # %% [markdown]
+# *Figure 2. Test accuracy of the graph greedy minus that of random pruning, mean over seeds, for
+# each weight alpha of the intrinsic score (rows) and pruning ratio (columns); the last row is
+# intrinsic-only selection, the limit of large alpha (its 90% cell is off the colour scale).*
+
+# %% [markdown]
 # ## What each selector keeps
 
-# %% mystnb={"figure": {"caption": "The pool in the first two principal components of the proxy's embeddings (first seed), with the images each selector keeps at the ratio in the axis label: originals in blue, injected near-copies in orange; pruned images in grey.", "name": "mwcp-pca"}}
+# %%
 shown = ["entropy", "kcenter", experiment.variant_name("mwcp", 1.0)]
 pca, is_copy = extras["pca"], extras["pool"].is_dup
 fig, axes = plt.subplots(1, len(shown), figsize=(12, 3.8), sharex=True, sharey=True)
@@ -141,6 +150,11 @@ for ax, name in zip(axes, shown):
     ax.set(xlabel=f"pc 1 ({name}, p = {extras['kept_ratio']:g})", ylabel="pc 2")
 axes[0].legend(markerscale=3, fontsize="small")
 plt.show()
+
+# %% [markdown]
+# *Figure 3. The pool in the first two principal components of the proxy's embeddings (first seed),
+# with the images each selector keeps at the ratio in the axis label: originals in blue, injected
+# near-copies in orange; pruned images in grey.*
 
 # %% [markdown]
 # The subsets differ in what they spend their budget on: `dup_fraction` is the share of kept images

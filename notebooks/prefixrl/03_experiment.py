@@ -84,15 +84,9 @@ from replib import core
 from replib.papers.prefixrl import experiment
 
 core.set_style()
-cfg = core.configure(experiment.EXPERIMENT_PROFILES, profile, seeds=seeds, L=L, moderate_L=moderate_L, eps=eps,
-                     base_steps=base_steps, rl_steps=rl_steps, methods=methods, moderate_methods=moderate_methods)
-for chosen, valid in [(cfg.methods, set(experiment.METHODS) - {"iw_offpolicy"}), (cfg.moderate_methods, experiment.METHODS)]:
-    unknown = sorted(set(chosen) - set(valid))
-    if unknown:
-        raise ValueError(f"unknown methods {unknown}; valid here: {', '.join(sorted(valid))}")
-for name, steps in [("L", cfg.L), ("moderate_L", cfg.moderate_L)]:
-    if not 3 <= steps <= 27:
-        raise ValueError(f"{name} = {steps} is out of range: chains need 3 to 27 steps (the model has 32 positions)")
+cfg = core.configure(experiment.EXPERIMENT_PROFILES, profile, experiment.EXPERIMENT_BOUNDS, seeds=seeds, L=L,
+                     moderate_L=moderate_L, eps=eps, base_steps=base_steps, rl_steps=rl_steps, methods=methods,
+                     moderate_methods=moderate_methods)
 if cfg.moderate_L > cfg.L:
     raise ValueError(f"moderate_L = {cfg.moderate_L} must not exceed L = {cfg.L} (the base model's chains)")
 ledger = core.Ledger("prefixrl", cfg.profile, cfg.seeds, parameters=vars(cfg))
@@ -125,7 +119,7 @@ final = evals[evals.step == cfg.rl_steps]
 final.pivot_table(index=["regime", "label"], columns="seed", values=["heldout_pass", "train_pass"]).apply(
     lambda col: col.map("{:.2e}".format))
 
-# %% mystnb={"figure": {"caption": "Starved regime (20-step chains): no-prefix pass@1 on held-out problems (exact) against the RL step, per method run; line: mean over seeds, band: the lowest and highest seed; dotted: the base model. The token axis of this regime counts the sampled completions only; the oracle traces are not charged.", "name": "prefixrl-progress"}}
+# %%
 starved = evals[evals.regime == "starved"]
 fig, ax = plt.subplots(figsize=(6.5, 3.6))
 for method, group in starved.groupby("method", sort=False):
@@ -138,9 +132,15 @@ ax.legend(fontsize="small")
 plt.show()
 
 # %% [markdown]
+# *Figure 1. Starved regime (20-step chains): no-prefix pass@1 on held-out problems (exact) against
+# the RL step, per method run; line: mean over seeds, band: the lowest and highest seed; dotted: the
+# base model. The token axis of this regime counts the sampled completions only; the oracle traces
+# are not charged.*
+
+# %% [markdown]
 # ## The learning signal
 
-# %% mystnb={"figure": {"caption": "Share of groups (8 completions of one problem) whose rewards are not all equal, so that the group contributes a gradient, against the RL step, per regime and method; mean over seeds, smoothed over 10 steps. The importance-weighted baseline always has a signal while its own rollouts fail, because the correct trace in its group has reward 1.", "name": "prefixrl-signal"}}
+# %%
 steps = results["steps"].assign(label=lambda d: d["method"].map(labels))
 fig, ax = plt.subplots(figsize=(6.5, 3.4))
 for (regime, method), group in steps.groupby(["regime", "method"], sort=False):
@@ -152,6 +152,12 @@ ax.legend(fontsize="small")
 plt.show()
 
 # %% [markdown]
+# *Figure 2. Share of groups (8 completions of one problem) whose rewards are not all equal, so that
+# the group contributes a gradient, against the RL step, per regime and method; mean over seeds,
+# smoothed over 10 steps. The importance-weighted baseline always has a signal while its own
+# rollouts fail, because the correct trace in its group has reward 1.*
+
+# %% [markdown]
 # The share of groups with a signal and the mean reward of the sampled rollouts (for the
 # importance-weighted baseline, its own 7 rollouts), averaged over all RL steps and seeds:
 
@@ -161,7 +167,7 @@ steps.groupby(["regime", "label"])[["share_nonzero", "mean_reward"]].mean().roun
 # %% [markdown]
 # ## The difficulty ladder and the back-generalization map (starved regime)
 
-# %% mystnb={"figure": {"caption": "Starved regime: held-out pass@1 when the first h steps of the correct trace are given, for the base model and after PrefixRL; mean over seeds, log scale. PrefixRL trains with h between L/2 and L - 2 (shaded).", "name": "prefixrl-ladder"}}
+# %%
 curves = results["prefix_curves"][results["prefix_curves"].regime == "starved"]
 fig, ax = plt.subplots(figsize=(6.5, 3.6))
 for model_name, group in curves.groupby("model", sort=False):
@@ -172,7 +178,12 @@ ax.set(xlabel="prefix length $h$", ylabel="pass@1 from the prefix", yscale="log"
 ax.legend(fontsize="small")
 plt.show()
 
-# %% mystnb={"figure": {"caption": "The back-generalization map (starved regime): probability of the correct step given a correct history, per position, on held-out problems, before (base model) and after PrefixRL; mean over seeds. PrefixRL's completions start after a prefix of at least L/2 steps, so it never trains on the positions left of the dashed line.", "name": "prefixrl-map"}}
+# %% [markdown]
+# *Figure 3. Starved regime: held-out pass@1 when the first h steps of the correct trace are given,
+# for the base model and after PrefixRL; mean over seeds, log scale. PrefixRL trains with h between
+# L/2 and L - 2 (shaded).*
+
+# %%
 profiles = results["profiles"]
 fig, ax = plt.subplots(figsize=(6.5, 3.6))
 for model_name, group in profiles[profiles.regime == "starved"].groupby("model", sort=False):
@@ -182,6 +193,12 @@ ax.axvline(cfg.L // 2 + 0.5, color="k", ls="--", lw=0.8)
 ax.set(xlabel="position $t$", ylabel="p(correct step | correct history)", ylim=(0, 1))
 ax.legend(fontsize="small")
 plt.show()
+# %% [markdown]
+# *Figure 4. The back-generalization map (starved regime): probability of the correct step given a
+# correct history, per position, on held-out problems, before (base model) and after PrefixRL; mean
+# over seeds. PrefixRL's completions start after a prefix of at least L/2 steps, so it never trains
+# on the positions left of the dashed line.*
+
 # %% [markdown]
 # Mean step accuracy over the positions PrefixRL never trains on (1 to L/2, the claim's range) and
 # without the first position, which is computed from the prompt (2 to L/2); mean and sd over seeds:
@@ -206,7 +223,7 @@ table.round(3)
 moderate_columns = ["moderate_heldout_pass", "moderate_train_pass", "traces_found", "rs_tokens"]
 base[moderate_columns + [c for c in ("sft_fit", "sft_train_pass", "sft_heldout_pass") if c in base]]
 
-# %% mystnb={"figure": {"caption": "Moderate regime (12-step chains, traces from rejection sampling the base model): no-prefix pass@1 on the training problems with a trace (the training reward, left) and on held-out problems (right) against the compute, sampled tokens of the rejection sampling (the first point of each trace-using method) plus the RL rollouts; lines: mean over seeds, bands: the lowest and highest seed. SFT-then-RL's first point is the model after SFT, whose teacher-forced tokens are not charged.", "name": "prefixrl-moderate"}}
+# %%
 moderate = evals[evals.regime == "moderate"].copy()
 charged = moderate.method.isin(experiment.TRACE_METHODS)
 moderate["compute"] = moderate.tokens + np.where(charged, moderate.seed.map(base["rs_tokens"]), 0.0)
@@ -223,6 +240,14 @@ axes[0].legend(fontsize="small")
 for ax in axes:
     ax.ticklabel_format(axis="x", style="sci", scilimits=(0, 0))
 plt.show()
+
+# %% [markdown]
+# *Figure 5. Moderate regime (12-step chains, traces from rejection sampling the base model): no-
+# prefix pass@1 on the training problems with a trace (the training reward, left) and on held-out
+# problems (right) against the compute, sampled tokens of the rejection sampling (the first point of
+# each trace-using method) plus the RL rollouts; lines: mean over seeds, bands: the lowest and
+# highest seed. SFT-then-RL's first point is the model after SFT, whose teacher-forced tokens are
+# not charged.*
 
 # %% [markdown]
 # Where the time went, seconds per seed (base model pretraining, rejection sampling, SFT, the RL steps

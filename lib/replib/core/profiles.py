@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from types import SimpleNamespace
 
 PROFILES = ("smoke", "book", "paper")
@@ -49,22 +50,36 @@ def check_bound(name: str, value, bound) -> None:
     """Refuse a setting outside its declared range, naming what is allowed.
 
     `bound` is ``(low, high)`` for numbers, inclusive, None for an open end (a list of numbers is
-    checked element by element), or a set of allowed strings (a list of strings must be a non-empty
-    subset of it).
+    checked element by element), a set of allowed strings (a list of strings must be a subset
+    of it), or a compiled regular expression that every string must match in full.
     """
     values = list(value) if isinstance(value, (list, tuple)) else [value]
+    if isinstance(bound, re.Pattern):
+        bad = [v for v in values if not isinstance(v, str) or not bound.fullmatch(v)]
+        if bad:
+            raise ValueError(f"setting {name!r} got {value!r}; allowed: {describe_bound(bound)}")
+        return
     if isinstance(bound, (set, frozenset)):
         bad = [v for v in values if v not in bound]
-        if bad or not values:
-            raise ValueError(f"setting {name!r} got {value!r}; allowed: {', '.join(sorted(bound))}"
-                             + (" (a non-empty list of them)" if isinstance(value, (list, tuple)) else ""))
+        if bad:
+            raise ValueError(f"setting {name!r} got {value!r}; allowed: {describe_bound(bound)}")
         return
     low, high = bound
     for v in values:
         if (low is not None and v < low) or (high is not None and v > high):
-            allowed = (f">= {low}" if high is None else f"<= {high}" if low is None
-                       else f"between {low} and {high}")
-            raise ValueError(f"setting {name!r} got {value!r}; allowed: {allowed}")
+            raise ValueError(f"setting {name!r} got {value!r}; allowed: {describe_bound(bound)}")
+
+
+def describe_bound(bound) -> str:
+    """What a bound allows, in words (for error messages and ``replib params``)."""
+    if bound is None:
+        return "any"
+    if isinstance(bound, re.Pattern):
+        return f"names matching {bound.pattern}"
+    if isinstance(bound, (set, frozenset)):
+        return "one or more of " + ", ".join(sorted(bound))
+    low, high = bound
+    return (f">= {low}" if high is None else f"<= {high}" if low is None else f"{low} to {high}")
 
 
 def _same_kind(expected, value) -> bool:

@@ -65,6 +65,11 @@ EXPERIMENT_PROFILES = {
                   n_head=4, n_test=1000, n_samples=50, temperature=1.0, num_beams=5,
                   n_grid=[1, 3, 5, 10, 20, 50]),
 }
+
+# What a re-runner may set (replib run refuses anything else before a notebook starts)
+EXPERIMENT_BOUNDS = dict(train_steps=(1, None), batch_size=(1, None), lr=(1e-8, None), n_layer=(1, None),
+                         n_embd=(4, None), n_head=(1, None), n_test=(1, None), n_samples=(1, None),
+                         temperature=(1e-3, None), num_beams=(1, None), n_grid=(1, None))
 DECODERS = ("greedy", "beam", "equal beam", "string majority", "medoid", "bayes")
 SINGLE_DECODERS = ("greedy", "beam", "equal beam")  # decode the prompt directly, no samples
 # The readings of an answer: the one the claims judge (sets: a repeated item read once) and, for sets,

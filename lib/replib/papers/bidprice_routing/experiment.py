@@ -25,6 +25,10 @@ EXPERIMENT_PROFILES = {
     "paper": dict(seeds=[0, 1, 2, 3, 4], rate=0.55, arrival_steps=2000, n_workers=4, **_COMMON),
 }
 
+# What a re-runner may set (replib run refuses anything else before a notebook starts)
+EXPERIMENT_BOUNDS = dict(rate=(0.01, None), arrival_steps=(1, None), n_workers=(1, None), noise=(0.0, None),
+                         drain=(0, None), rate_shift=(0.0, None))
+
 # (variant name, policy, workload, OLP keywords); w_gp = "T" means the horizon T. Workloads:
 # "exact" and "noisy" predictions at a constant rate, "shift" the rate shift (noisy predictions).
 VARIANTS = (

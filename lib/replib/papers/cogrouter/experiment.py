@@ -28,6 +28,7 @@ from .task import (
     RECALL,
     ROUTINE,
     STAGE_TYPES,
+    VARIANTS,
     LevelPolicy,
     cosft,
     evaluate,
@@ -137,15 +138,25 @@ _COMMON = dict(variant="noisy", cosft_batch=256, cosft_lr=3e-3, label_noise=0.3,
 # ``n_val`` validation episodes every ``eval_every`` iterations.
 EXPERIMENT_PROFILES = {
     "smoke": dict(seeds=[0], cosft_steps=40, iterations=10, eval_every=5, plateau_window=1, plateau_delta=0.005,
-                  n_val=100, n_eval=100, n_premise_episodes=64, workers=1,
+                  n_val=100, n_eval=100, n_premise_episodes=64, workers=1, run_sweep=False,
                   methods=["cosft", "copo", "grpo", "fixed_l4", "grpo_scratch"], **_COMMON),  # c2a, c2b, m1 need the last two
     "book": dict(seeds=[0, 1, 2, 3, 4], cosft_steps=400, iterations=1500, eval_every=25, plateau_window=8,
-                 plateau_delta=0.005, n_val=300, n_eval=300, n_premise_episodes=400, workers=2,
+                 plateau_delta=0.005, n_val=300, n_eval=300, n_premise_episodes=400, workers=2, run_sweep=False,
                  methods=[m for m in METHODS if m != "fixed_l1"], **_COMMON),
     "paper": dict(seeds=list(range(10)), cosft_steps=400, iterations=4000, eval_every=25, plateau_window=8,
-                  plateau_delta=0.005, n_val=1000, n_eval=1000, n_premise_episodes=1000, workers=2, methods=list(METHODS),
+                  plateau_delta=0.005, n_val=1000, n_eval=1000, n_premise_episodes=1000, workers=2, run_sweep=True,
+                  methods=list(METHODS),
                   **_COMMON),
 }
+
+# What a re-runner may set (replib run refuses anything else before a notebook starts)
+EXPERIMENT_BOUNDS = dict(cosft_steps=(0, None), iterations=(1, None), eval_every=(1, None), plateau_window=(1, None),
+                         plateau_delta=(0.0, None), n_val=(1, None), n_eval=(1, None), n_premise_episodes=(1, None),
+                         workers=(1, None), methods=set(METHODS), variant=set(VARIANTS), cosft_batch=(1, None),
+                         cosft_lr=(1e-8, None), label_noise=(0.0, 1.0), batch_tasks=(1, None), group_size=(2, None),
+                         rollout_temperature=(1e-3, None), rl_lr=(1e-8, None), kl_coef=(0.0, None),
+                         clip_eps=(0.0, None), entropy_coef=(0.0, None), grad_clip=(1e-8, None), k=(0.0, None),
+                         eval_temperatures=(1e-3, None))
 
 
 def _method_policy(method: str, cosft_policy: LevelPolicy, init_policy: LevelPolicy) -> LevelPolicy:

@@ -4,6 +4,7 @@ claim values."""
 from __future__ import annotations
 
 import math
+import re
 import time
 from dataclasses import dataclass, field
 
@@ -173,6 +174,13 @@ EXPERIMENT_PROFILES = {
         side_configs=[], side_steps=0,
     ),
 }
+
+# What a re-runner may set (replib run refuses anything else before a notebook starts); the
+# configuration names are those :func:`.method.policy` parses
+CONFIG_NAMES = re.compile(r"stale_f[1-9]\d*|foam(_f[1-9]\d*)?|foam_no_refresh|foam_no_adaptive_eps(_tau\d+(\.\d+)?)?|adam")
+EXPERIMENT_BOUNDS = dict(steps=(1, None), batch_size=(1, None), lr=(1e-8, None), lr_grid=(1e-8, None),
+                         tune_steps=(1, None), tune_seed=(0, None), eval_every=(1, None),
+                         configs=CONFIG_NAMES, side_configs=CONFIG_NAMES, side_steps=(0, None))
 
 CONTROLLER_FACTOR = "W1.L"  # the factor whose eps_t / h_t trace the experiment notebook plots
 

@@ -47,6 +47,10 @@ EXPERIMENT_PROFILES = {
     ),
 }
 
+# What a re-runner may set (replib run refuses anything else before a notebook starts)
+EXPERIMENT_BOUNDS = dict(ratios=(0.01, 0.99), alphas=(0.0, None), epochs=(1, None), proxy_steps=(1, None),
+                         clusters_per_class=(1, None), n_test=(1, None))
+
 FIGURE_RATIO = 0.7  # ratio whose kept sets go to the extras (PCA figure)
 
 

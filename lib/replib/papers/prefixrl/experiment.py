@@ -145,6 +145,15 @@ EXPERIMENT_PROFILES = {
                   eval_every=10, **_COMMON),
 }
 
+# What a re-runner may set (replib run refuses anything else before a notebook starts)
+# (chains need 3 to 27 steps: the model has 32 positions; iw_offpolicy needs traces, so only the moderate regime)
+EXPERIMENT_BOUNDS = dict(L=(3, 27), moderate_L=(3, 27), base_steps=(1, None), base_lr=(1e-8, None),
+                         rl_steps=(1, None), eval_every=(1, None), eps=(0.0, 1.0), n_layer=(1, None),
+                         n_embd=(4, None), n_head=(1, None), base_batch=(1, None), n_train=(1, None),
+                         batch_problems=(1, None), group_size=(2, None), rl_lr=(1e-8, None),
+                         sft_epochs=(0, None), sft_lr=(1e-8, None), rs_samples=(1, None), iw_clip=(1e-3, None),
+                         methods=set(METHODS) - {"iw_offpolicy"}, moderate_methods=set(METHODS))
+
 
 def moderate_cfg(cfg):
     """The settings of the moderate regime: ``cfg`` with L = ``moderate_L`` (same base model)."""
