@@ -76,3 +76,23 @@ def test_experiment_declares_the_range_of_every_setting(slug):
         assert not set(bounds) - set(settings), f"{slug}: bounds for unknown settings {sorted(set(bounds) - set(settings))}"
         for name, bound in bounds.items():
             check_bound(name, settings[name], bound)
+
+
+FORMULA_MARKS = ("->", " = ", "^", "exp(", "sum(", "sum_", "sqrt", "\\frac")
+
+
+@pytest.mark.parametrize("slug", chapter_slugs())
+def test_graders_do_not_print_the_answer(slug):
+    """help(check_x) in a student hand-out shows the grader's docstring: it says what is checked,
+    not the formula of the answer (a heuristic: no arrows, equations or maths operators)."""
+    import importlib
+    import inspect
+
+    module = importlib.import_module(f"replib.papers.{slug}.exercises")
+    graders = [f for name, f in inspect.getmembers(module, inspect.isfunction) if name.startswith("check_")]
+    assert len(graders) >= 2, f"{slug}: at least two check_* graders"
+    for grader in graders:
+        doc = inspect.getdoc(grader) or ""
+        assert doc, f"{slug}.{grader.__name__}: say what it checks"
+        marks = [m for m in FORMULA_MARKS if m in doc]
+        assert not marks, f"{slug}.{grader.__name__}'s docstring shows a formula ({marks}): say what it checks instead"

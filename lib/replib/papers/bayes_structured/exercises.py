@@ -21,10 +21,10 @@ def _majority_reference(latents):
 
 
 def check_elementwise_majority(fn) -> None:
-    """Grade an exercise answer ``fn(latents)`` -> ``(answer, risk)``: latents bool (N, K) of N
-    sampled sets, answer bool (K,) = the Hamming-Bayes set {e: q_e > 1/2}, risk =
-    sum_e min(q_e, 1 - q_e). Items with q_e = 1/2 exactly may be included or not (both optimal); the
-    risk must match."""
+    """Grade the Hamming-loss Bayes-decision exercise: ``fn(latents)``, latents a bool array
+    (N, K) of N sampled sets, returns ``(answer, risk)``, answer a bool array (K,). Compared with the
+    book's reference on hand-made samples; where two answers are equally good, either is accepted, and
+    the risk must match. The first case that differs or raises is named."""
     from replib.core.exercises import grade
 
     def canonical(f):
@@ -50,10 +50,10 @@ def _median_reference(values):
 
 
 def check_median_bayes(fn) -> None:
-    """Grade an exercise answer ``fn(values)`` -> ``(answer, risk)`` for the absolute loss: values an
-    int array of sampled ratings, answer an integer minimiser of mean |answer - v_i| (any median:
-    for an even count every integer between the two middle values is accepted), risk = that
-    minimal mean absolute deviation."""
+    """Grade the absolute-loss Bayes-decision exercise: ``fn(values)``, an int array of sampled
+    ratings, returns ``(answer, risk)`` with an integer answer. Compared with the book's reference on
+    hand-made samples; every equally good integer answer is accepted, and the risk must match. The
+    first case that differs or raises is named."""
     from replib.core.exercises import grade
 
     def canonical(f):

@@ -16,7 +16,8 @@ def _kv_ramp_reference(s, o_hat, tau, T):
 
 
 def check_kv_ramp(fn) -> None:
-    """Grade an exercise answer ``fn(s, o_hat, tau, T)`` -> KV ramp a^M over K_{j tau}."""
+    """Grade the KV-ramp exercise: ``fn(s, o_hat, tau, T)`` is called on hand-made cases and
+    compared with the book's reference; the first case that differs or raises is named."""
     from replib.core.exercises import grade
 
     cases = [(5, 4, 3, 100), (0, 1, 1, 10), (80, 100, 950, 1000), (12, 7, 10, 10), (3, 50, 1, 20)]
@@ -24,7 +25,9 @@ def check_kv_ramp(fn) -> None:
 
 
 def check_price_step(fn) -> None:
-    """Grade an exercise answer ``fn(p, a, x, d, eta)`` -> next price max(0, p + eta (a x - d))."""
+    """Grade the price-update exercise: ``fn(p, a, x, d, eta)`` returns the next dual prices; it
+    is compared with the book's reference on hand-made cases, and the first case that differs or raises
+    is named."""
     from replib.core.exercises import grade
 
     cases = [

@@ -23,9 +23,9 @@ def _as_numpy(x) -> np.ndarray:
 
 
 def check_copo_weights(fn) -> None:
-    """Grade an exercise answer ``fn(confidences)`` -> weights, for an (n, 4) array of action
-    confidences: clip to [1e-6, 1], min-max normalise each row (all 0.5 when the row's range is
-    <= 1e-6), w = exp(2 c_hat) / row mean of exp(2 c_hat)."""
+    """Grade the CoPO-weights exercise: ``fn(confidences)``, an (n, 4) array of action
+    confidences, returns the (n, 4) level weights. Compared with the book's reference on hand-made
+    rows, ties and zeros included; the first case that differs or raises is named."""
     from replib.core.exercises import grade
 
     rng = np.random.default_rng(7)
@@ -40,9 +40,10 @@ def check_copo_weights(fn) -> None:
 
 
 def check_level_fixed_point(fn) -> None:
-    """Grade an exercise answer ``fn(w)`` -> the level distribution where the expected CoPO update
-    A (w - sum(w) pi) vanishes, for a weight vector or an (n, 4) array of them (any positive
-    weights, not only mean-1 ones): w / sum(w) over the last axis."""
+    """Grade the fixed-point exercise: ``fn(w)``, a weight vector or an (n, 4) array of them
+    (any positive weights), returns the level distribution where CoPO's expected update vanishes.
+    Compared with the book's reference on hand-made weights; the first case that differs or raises
+    is named."""
     from replib.core.exercises import grade
 
     cases = [(np.ones(4),), (np.array([1.0, 2.0, 3.0, 4.0]),), (copo_weights(np.array([0.2, 0.3, 0.4, 0.9])),),

@@ -14,7 +14,9 @@ __all__ = [
 
 
 def check_damped_inverse_root(fn) -> None:
-    """Grade an exercise answer ``fn(A, eps, p)`` -> (A + eps I)^{-1/p} for a symmetric PSD A."""
+    """Grade the damped-inverse-root exercise: ``fn(A, eps, p)`` for a symmetric positive
+    semi-definite ``A`` is compared with the book's reference on hand-made matrices (diagonal, random,
+    low-rank; p of 2 and of 4); the first case that differs or raises is named."""
     from replib.core.exercises import grade
 
     rng = np.random.default_rng(11)
@@ -29,8 +31,9 @@ def check_damped_inverse_root(fn) -> None:
 
 
 def check_controller_step(fn) -> None:
-    """Grade an exercise answer ``fn(eps, h, eps0, eps_max, tau)`` -> (next eps, refresh?) of FOAM's
-    damping controller."""
+    """Grade the damping-controller exercise: ``fn(eps, h, eps0, eps_max, tau)`` returns
+    ``(next eps, refresh?)``; it is compared with the book's reference on hand-made cases (at the floor,
+    below and above the threshold, at the cap), and the first case that differs or raises is named."""
     from replib.core.exercises import grade
 
     # the rule is scale-free; damping values of order 1 keep the comparison (np.allclose, absolute

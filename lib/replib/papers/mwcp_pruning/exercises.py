@@ -14,7 +14,9 @@ __all__ = [
 
 
 def check_redundancy_weight(fn) -> None:
-    """Grade an exercise answer ``fn(D)`` -> g(D) = sigmoid(D) - 1 (elementwise on arrays)."""
+    """Grade the redundancy-weight exercise: ``fn(D)`` (scalars and arrays, elementwise) is
+    compared with the book's reference on hand-made cases; the first case that differs or raises is
+    named."""
     from replib.core.exercises import grade
 
     cases = [
@@ -27,7 +29,8 @@ def check_redundancy_weight(fn) -> None:
 
 
 def check_marginal_gain(fn) -> None:
-    """Grade an exercise answer ``fn(x, S, w, A)`` -> Delta(x | S) = w_x + sum_{j in S} a_xj (Eq. 7)."""
+    """Grade the marginal-gain exercise (Eq. 7): ``fn(x, S, w, A)`` is compared with the book's
+    reference on hand-made cases; the first case that differs or raises is named."""
     from replib.core.exercises import grade
 
     w, A = random_instance(np.random.default_rng(7), n=6)

@@ -26,9 +26,10 @@ def _advantages_reference(rewards):
 
 
 def check_group_advantages(fn) -> None:
-    """Grade an exercise answer ``fn(rewards)`` -> advantages: rewards a float numpy array (B, G),
-    one group per row; the answer (numpy or torch, same shape) is (r - row mean) / (row std + 1e-6)
-    with the population std (divide by G). Constant rows must give zeros."""
+    """Grade the group-advantage exercise: ``fn(rewards)``, rewards a float array (B, G) with
+    one group per row, returns advantages of the same shape (numpy or torch). Compared with the book's
+    reference on hand-made groups, constant ones included; the first case that differs or raises is
+    named."""
     from replib.core.exercises import grade
 
     rng = np.random.default_rng(21)
@@ -43,8 +44,9 @@ def check_group_advantages(fn) -> None:
 
 
 def check_group_signal_probability(fn) -> None:
-    """Grade an exercise answer ``fn(p, G)`` -> probability that a group of G rollouts with success
-    probability p has a non-zero advantage, 1 - (1 - p)^G - p^G (p may be an array)."""
+    """Grade the learning-signal exercise: ``fn(p, G)`` (p a float or an array) returns the
+    probability that a group of G rollouts gives a non-zero advantage. Compared with the book's
+    reference on hand-made cases; the first case that differs or raises is named."""
     from replib.core.exercises import grade
 
     cases = [(0.5, 2), (0.1, 8), (0.0, 8), (1.0, 4), (1e-4, 16), (np.array([0.01, 0.2, 0.6, 0.95]), 8)]
