@@ -82,3 +82,20 @@ def test_key_depends_on_the_source_of_the_build_module():
     key = data.dataset_key("toy", {"n": 1}, _counting_build)
     assert key["params"] == {"n": 1} and len(key["digest"]) == 16
     assert key != data.dataset_key("toy", {"n": 1}, json.dumps)
+
+
+def test_stored_stream_replays_the_live_batches():
+    import numpy as np
+
+    def draw(rng):
+        ids = rng.integers(0, 9, size=(4, 3))
+        return ids, ids > 4
+
+    stream = data.cached_batches("stream", {"b": 4}, draw, steps=3, seed=7)
+    replay = data.replay_batches(stream, 4)
+    live = np.random.default_rng(7)
+    for _ in range(3):
+        want, got = draw(live), replay(None)
+        assert all(np.array_equal(w, g) and w.dtype == g.dtype for w, g in zip(want, got))
+    with pytest.raises(RuntimeError, match="only 3 batches of 4"):
+        replay(None)

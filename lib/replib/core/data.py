@@ -9,6 +9,7 @@ code, the cache only saves rebuilding it. A reader looks at it with ``ds[0]`` or
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import json
@@ -35,6 +36,8 @@ def cache_dir() -> Path:
 
 def _source_of(build: Callable) -> str:
     """The text of the module that defines ``build`` (its source version), or of ``build`` itself."""
+    while isinstance(build, functools.partial):
+        build = build.func
     module = sys.modules.get(getattr(build, "__module__", ""), None)
     try:
         return inspect.getsource(module) if module is not None else inspect.getsource(build)
@@ -43,7 +46,8 @@ def _source_of(build: Callable) -> str:
 
 
 def dataset_key(name: str, params: dict, build: Callable) -> dict:
-    """What identifies a generated data set: its name, its parameters and a hash of its source."""
+    """What identifies a generated data set: its name, its parameters and a hash of the source of the
+    module that defines ``build``."""
     try:
         params_text = json.dumps(params, sort_keys=True)
     except TypeError as err:
@@ -90,18 +94,20 @@ def _load(folder: Path, key: dict):
         return None
 
 
-def cached_dataset(name: str, params: dict, build: Callable[[], object], cache: bool = True):
+def cached_dataset(name: str, params: dict, build: Callable[[], object], cache: bool = True,
+                   source: Callable | None = None):
     """A ``datasets.Dataset`` built by ``build()`` once per (name, params, source of build's module).
 
     ``params`` are the generating parameters (plain JSON values: seed, sizes, ...); ``build`` takes
     no argument and returns a Dataset, a dict of equal-length columns or a list of row dicts. The
     result is saved atomically (a temporary folder, then a rename), so an interrupted build leaves no
     half-written cache; a stale or unreadable cache is rebuilt with a message saying so.
-    ``cache=False`` builds in memory only.
+    ``cache=False`` builds in memory only. ``source``: the function whose module versions the data
+    (default ``build``), for a ``build`` written elsewhere than the generator it calls.
     """
     if not name.replace("_", "").replace("-", "").isalnum():
         raise ValueError(f"cached_dataset name {name!r}: use letters, digits, '_' and '-' only")
-    key = dataset_key(name, params, build)
+    key = dataset_key(name, params, source or build)
     if not cache:
         return _to_dataset(build())
     folder = cache_dir() / name / key["digest"]
@@ -124,3 +130,41 @@ def cached_dataset(name: str, params: dict, build: Callable[[], object], cache: 
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return _datasets().load_from_disk(str(folder))
+
+
+def cached_batches(name: str, params: dict, draw_batch: Callable, steps: int, seed: int,
+                   columns: tuple[str, ...] = ("ids", "target_mask")):
+    """A training stream drawn batch by batch, stored as one Dataset (one row per example, in order).
+
+    ``draw_batch(rng)`` returns a tuple of arrays whose first axis is the batch (e.g. token ids and a
+    target mask, the protocol of :func:`replib.models.causal_lm.train_lm`); it is called ``steps``
+    times with one numpy Generator seeded with ``seed``, exactly as ``train_lm`` calls it, so that
+    training on :func:`replay_batches` of the result sees the same batches as drawing them live.
+    Versioned by the source of ``draw_batch``'s module.
+    """
+    import numpy as np
+
+    def build():
+        rng = np.random.default_rng(seed)
+        parts = [draw_batch(rng) for _ in range(steps)]
+        return {column: np.concatenate([part[i] for part in parts]).tolist() for i, column in enumerate(columns)}
+
+    return cached_dataset(name, {**params, "steps": steps, "seed": seed}, build, source=draw_batch)
+
+
+def replay_batches(dataset, batch_size: int, columns: tuple[str, ...] = ("ids", "target_mask")) -> Callable:
+    """A ``draw_batch(rng)`` that returns the stored stream's batches in order (``rng`` unused): the
+    inverse of :func:`cached_batches`. Fails once the stream is used up."""
+    import numpy as np
+
+    arrays = [np.asarray(dataset.with_format("numpy")[column]) for column in columns]
+    n_batches = len(dataset) // batch_size
+    position = iter(range(n_batches))
+
+    def draw_batch(_rng=None):
+        k = next(position, None)
+        if k is None:
+            raise RuntimeError(f"the stored training stream has only {n_batches} batches of {batch_size}")
+        return tuple(a[k * batch_size:(k + 1) * batch_size] for a in arrays)
+
+    return draw_batch

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from replib.core.data import replay_batches
 from replib.core.runtime import seed_everything
 from replib.models.causal_lm import (
     beam_search,
@@ -36,7 +37,7 @@ from .task import (
     sample_problems,
     spearman,
     task_loss,
-    training_batch,
+    training_corpus,
     truth_row,
 )
 
@@ -80,10 +81,12 @@ SCORES = ("bayesian risk", "predictive entropy", "semantic entropy", "distinct a
 
 def train_model(cfg, seed: int, progress=None):
     """The tiny GPT of the experiment, trained from scratch on the mixed training stream (Adam-W,
-    cosine schedule; fresh noisy examples every step). Returns the model and its loss curve."""
+    cosine schedule; fresh noisy examples every step, stored as the Dataset of
+    :func:`.task.training_corpus`). Returns the model and its loss curve."""
     model = tiny_gpt(len(TOKENS), n_layer=cfg.n_layer, n_embd=cfg.n_embd, n_head=cfg.n_head,
                      n_positions=MAX_LEN + 1, pad_id=PAD, eos_id=EOS, seed=seed)
-    losses = train_lm(model, lambda rng: training_batch(cfg.batch_size, rng), steps=cfg.train_steps,
+    corpus = training_corpus(cfg.train_steps, cfg.batch_size, seed)
+    losses = train_lm(model, replay_batches(corpus, cfg.batch_size), steps=cfg.train_steps,
                       lr=cfg.lr, seed=seed, progress=progress)
     return model, losses
 
