@@ -1,5 +1,7 @@
 """The reader's pages: the Sphinx extension of the book build, and the browser check of a build."""
 
+from pathlib import Path
+
 import pytest
 
 from replib import browser_check
@@ -36,7 +38,8 @@ def test_repeated_scripts_are_dropped_and_the_colour_mode_is_valid():
 BROKEN = """<html><head><script>console.error("boom")</script></head><body>
 <img src="missing.png"><span class="math">\\(x^2\\)</span>
 <p># Colab set-up: installs the book's package, replib, from its repository (branch main).</p>
-</body></html>"""
+<pre>%s/lib/x.py:3: UserWarning: leaked</pre>
+</body></html>""" % Path(__file__).resolve().parents[1]
 SCOREBOARD = """<html><body><table style="width: 3000px"><thead><tr><th style="width: 2000px">claim</th>
 <th>verdict</th></tr></thead><tbody><tr><td>c1</td><td>holds</td></tr></tbody></table></body></html>"""
 GOOD = """<html><body><p>fine</p>
@@ -60,7 +63,7 @@ def test_the_browser_check_names_each_fault(tmp_path):
     broken = "\n".join(report["notebooks/ch/02_implementation.html"])
     for fault in ("console error: boom", "image not loaded: missing.png", "1 of 1 formulas not typeset",
                   "the Colab set-up cell is shown", "no Colab launch link to /notebooks/ch/02_implementation.ipynb",
-                  "HTTP 404"):
+                  "HTTP 404", "a machine's path reaches the page: "):
         assert fault in broken, fault
     assert any("the verdict column ends at" in p for p in report["book/scoreboard.html"])
     with pytest.raises(SystemExit, match="2 of 3 pages have problems"):

@@ -2,8 +2,8 @@
 
 Every HTML page of a build is served from 127.0.0.1, with every other request blocked, and must
 show: no console error and no script error, no failed local resource, every image loaded, math
-typeset wherever the page has math, no Colab set-up cell, and, on notebook pages, a Colab launch
-link to that very notebook. On the scoreboard, each table's verdict column must lie inside a
+typeset wherever the page has math, no Colab set-up cell, no path of the machine that built it (a
+leaked warning), and, on notebook pages, a Colab launch link to that very notebook. On the scoreboard, each table's verdict column must lie inside a
 1280 px wide window. `make test` runs it after the smoke build (:func:`replib.book.smoke`); where
 Chromium or Playwright is missing it prints why and checks nothing.
 """
@@ -70,6 +70,19 @@ PAGE_SCRIPT = """async () => {
     }"""
 
 
+def machine_paths() -> tuple[str, ...]:
+    """Paths of the machine that built the book (the checkout, the environment, home): text with one
+    of them on a page is a leaked warning or traceback, meaningless to a reader."""
+    import sys
+
+    from .core.paths import repo_root
+
+    paths = {str(Path.home()) + "/", sys.prefix + "/"}
+    if repo_root() is not None:
+        paths.add(str(repo_root()) + "/")
+    return tuple(sorted(p for p in paths if len(p) > 2))
+
+
 def check_page(page, url: str, rel: str) -> list[str]:
     """Open one page and return its problems (empty when it passes)."""
     problems: list[str] = []
@@ -85,6 +98,8 @@ def check_page(page, url: str, rel: str) -> list[str]:
         problems.append(f"{seen['untypeset']} of {seen['maths']} formulas not typeset by MathJax")
     if FIRST_LINE in seen["text"]:
         problems.append("the Colab set-up cell is shown")
+    problems += [f"a machine's path reaches the page: {line.strip()[:120]}" for line in seen["text"].splitlines()
+                 if any(marker in line for marker in machine_paths())]
     parts = Path(rel).with_suffix(".ipynb").parts
     if len(parts) == 3 and parts[0] == "notebooks":
         wanted = "/" + "/".join(parts)
