@@ -101,21 +101,25 @@ def _cells_seconds(path: Path) -> float:
     return round(sum(c.metadata.get("papermill", {}).get("duration") or 0.0 for c in nb.cells), 2)
 
 
-def execute_notebook(slug: str, stem: str, profile: str, params: dict | None, out_dir: Path) -> float:
+def execute_notebook(slug: str, stem: str, profile: str, params: dict | None, out_dir: Path,
+                     cell_progress: bool = False) -> float:
     """Execute one notebook of a chapter with papermill into ``out_dir/<stem>.ipynb`` at ``profile``
-    (the experiment's ledger writes its results JSON into ``out_dir``); return its cells' seconds."""
+    (the experiment's ledger writes its results JSON into ``out_dir``); return its cells' seconds.
+    ``cell_progress`` shows papermill's per-cell progress bar (for runs in this terminal)."""
     import papermill
 
     out_dir.mkdir(parents=True, exist_ok=True)
     os.environ.update(REPLIB_PROFILE=profile, REPLIB_RESULTS_DIR=str(out_dir), REPLIB_PROGRESS="0")
     executed = out_dir / f"{stem}.ipynb"
     papermill.execute_notebook(
-        str(notebook_path(slug, stem)), str(executed), kernel_name="python3", progress_bar=False,
+        str(notebook_path(slug, stem)), str(executed), kernel_name="python3",
+        progress_bar={"desc": f"  {slug}/{stem}", "leave": False} if cell_progress else False,
         parameters=params, cwd=str(notebook_path(slug, stem).parent), extra_arguments=KERNEL_QUIET)
     return _cells_seconds(executed)
 
 
-def run_chapter(slug: str, profile: str, params: dict, out: str, on_notebook=None) -> dict:
+def run_chapter(slug: str, profile: str, params: dict, out: str, on_notebook=None,
+                cell_progress: bool = False) -> dict:
     """Execute the chapter's three notebooks with papermill into <out>/<slug>/ and return its results.
 
     The theory and implementation notebooks get the profile only (their parameters cell); the
@@ -128,7 +132,8 @@ def run_chapter(slug: str, profile: str, params: dict, out: str, on_notebook=Non
     runtimes = {}
     for stem in NOTEBOOKS:
         runtimes[stem] = execute_notebook(slug, stem, profile,
-                                          params if stem == "03_experiment" else {"profile": profile}, out_dir)
+                                          params if stem == "03_experiment" else {"profile": profile}, out_dir,
+                                          cell_progress)
         if on_notebook:
             on_notebook(slug, stem)
     if not results_file.is_file():
@@ -164,7 +169,7 @@ def _run_here(plans: dict, args) -> tuple[dict, dict]:
             for slug, params in plans.items():
                 try:
                     results[slug] = run_chapter(slug, args.profile, params, args.out,
-                                                on_notebook=lambda *_: bar.update())
+                                                on_notebook=lambda *_: bar.update(), cell_progress=True)
                 except Exception as err:  # report every chapter, then fail
                     failed[slug] = err
         else:
