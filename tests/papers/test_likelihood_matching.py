@@ -512,3 +512,18 @@ def test_decoupled_objective_has_the_same_value_and_split_gradients():
                          method.training_loss(net, x0, t, s, eps, "lm_diag_sg"), rtol=1e-5)
     with pytest.raises(ValueError, match="valid"):
         method.training_loss(net, x0, t, s, eps, "lm_bogus")
+
+
+def test_read_only_arrays_become_tensors_without_a_warning():
+    import warnings
+
+    from replib.papers.likelihood_matching.method import _t
+
+    view = np.broadcast_to(np.eye(2), (3, 2, 2))  # read-only
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = _t(view)
+    assert out.dtype == torch.float64 and out.shape == (3, 2, 2) and torch.equal(out[1], torch.eye(2, dtype=torch.float64))
+    out[0, 0, 0] = 5.0  # a copy: the broadcast source is untouched
+    assert view[0, 0, 0] == 1.0
+    assert _t(torch.ones(2)).dtype == torch.float64

@@ -1,4 +1,5 @@
-"""LM, exercise graders."""
+"""LM, exercise graders: :func:`check_tweedie_moments`, :func:`check_sliced_w2` (against the
+reference implementations of :mod:`.method` and :mod:`.task`)."""
 
 from __future__ import annotations
 
@@ -17,8 +18,9 @@ def _tweedie_reference(x, score, hess, a, sigma2):
 
 
 def check_tweedie_moments(fn) -> None:
-    """Grade ``fn(x, score, hess, a, sigma2) -> (mean, cov)``, the second-order Tweedie moments of
-    section 3 for one point x (d,), score (d,), Hessian (d, d)."""
+    """Grade ``fn(x, score, hess, a, sigma2)``, which returns the pair (mean, covariance) of the
+    reverse transition by second-order Tweedie (section 3) for one point x (d,), its score (d,) and
+    Hessian (d, d): dimensions 1 to 3, small and large steps, a zero variance."""
     from replib.core.exercises import grade
 
     rng = np.random.default_rng(3)
@@ -31,8 +33,9 @@ def check_tweedie_moments(fn) -> None:
 
 
 def check_sliced_w2(fn) -> None:
-    """Grade ``fn(X, Y, directions) -> float``, the sliced W2 of two equal-size point sets along the
-    given unit directions (n_proj, d)."""
+    """Grade ``fn(X, Y, directions)``, which returns the sliced Wasserstein-2 distance (a float) of two
+    equal-size point sets along the given unit directions (n_proj, d): 2 and 3 dimensions, few and
+    many directions, and two identical sets."""
     from replib.core.exercises import grade
 
     rng = np.random.default_rng(5)

@@ -39,7 +39,7 @@ from .task import (
 )
 
 __all__ = [
-    "METHOD_LABELS", "ORACLES", "EXPERIMENT_PROFILES", "train_model", "oracle_reverse_fns", "distance_rows", "oracle_rows",
+    "METHOD_LABELS", "ORACLES", "EXPERIMENT_PROFILES", "EXPERIMENT_BOUNDS", "train_model", "oracle_reverse_fns", "distance_rows", "oracle_rows",
     "run_experiment", "claim_values",
 ]
 
@@ -70,6 +70,11 @@ EXPERIMENT_PROFILES = {
                   hess_ts=[0.05, 0.1, 0.2, 0.3, 0.45, 0.6, 0.8], n_hess=1000, ellipse_t=0.3, n_claim=40000,
                   floor_draws=4),
 }
+
+EXPERIMENT_BOUNDS = dict(train_steps=(1, None), batch_size=(1, None), lr=(1e-8, None), n_samples=(2, None),
+                         n_nll=(1, None), n_steps_grid=(1, None), methods=set(METHODS), rank=(0, None),
+                         hess_ts=(1e-3, 1.0), n_hess=(1, None), ellipse_t=(1e-3, 1.0), n_claim=(2, None),
+                         floor_draws=(1, None))
 
 
 def train_model(objective: str, seed: int = 0, steps: int = 1500, batch_size: int = 256, lr: float = 2e-3,

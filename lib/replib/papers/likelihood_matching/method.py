@@ -30,7 +30,12 @@ JITTER = 1e-5
 
 
 def _t(x) -> torch.Tensor:
-    return torch.as_tensor(np.asarray(x) if not isinstance(x, torch.Tensor) else x, dtype=torch.float64)
+    """x as a float64 tensor; a read-only numpy array (a broadcast view, say) is copied first, since
+    torch cannot share memory it may not write."""
+    if isinstance(x, torch.Tensor):
+        return x.to(torch.float64)
+    x = np.asarray(x)
+    return torch.as_tensor(x if x.flags.writeable else x.copy(), dtype=torch.float64)
 
 
 # --------------------------------------------------------------------------------------------
