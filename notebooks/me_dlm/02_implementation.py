@@ -90,7 +90,7 @@ assert ids.shape[1] + canvas.shape[1] == method.SEQ_LEN
 # as in the release.
 
 # %%
-model = TwoHeadMLM(method.VOCAB, n_layer=2, n_embd=64, n_head=4, max_len=method.SEQ_LEN, seed=0)
+model = TwoHeadMLM(method.VOCAB, n_layer=3, n_embd=64, n_head=4, max_len=method.SEQ_LEN, seed=0)  # the book size
 x = torch.as_tensor(np.concatenate([ids, canvas], 1))
 cur, nxt = model(x)
 print(f"{sum(p.numel() for p in model.parameters()):,} parameters; logits {tuple(cur.shape)} from each head")
@@ -183,7 +183,14 @@ assert [len(r) for r in substitution["states"][2]] == [len(r) for r in drafts]
 # corrupt the draft is, and every position is supervised). The curriculum $k$ grows from 0 to 3
 # ($E_{\max} = 4$) over the *second half* of phase 2; the release goes from 0 to 31 over its whole
 # phase, but a small model that has not yet learned to copy would be fed its own destructive edits from
-# the start. One loss evaluation of each mode on a small batch:
+# the start.
+#
+# **The reference of the labels.** The release labels a draft against the one reference response of
+# its prompt. Our prompts have three valid answers, and a draft filled from the drawn answer is often
+# another valid answer, or close to one: labels against the drawn answer would then ask the model to
+# rewrite a correct response. So the reference is the valid answer *nearest* to the draft (edit
+# distance; the drawn one on ties), `task.edit_targets`; with one valid answer per prompt this is the
+# release's rule. One loss evaluation of each mode on a small batch:
 
 # %%
 rng = np.random.default_rng(0)
@@ -193,9 +200,12 @@ t = np.full(len(prompts), 0.5)  # one mask rate per row
 loss, parts = method.mask_mode_loss(model, prompts, answers, t=t, rng=rng)
 print("mask mode:", {key: round(float(value), 3) for key, value in parts.items()})
 responses = method.edit_mode_batch(model, prompts, answers, t=t, k=1, rng=rng)
-loss, parts = method.edit_mode_loss(model, prompts, answers, responses, t=t)
+targets = task.edit_targets(prompts, answers, responses)
+loss, parts = method.edit_mode_loss(model, prompts, targets, responses, t=t)
 print("edit mode:", {key: round(float(value), 3) for key, value in parts.items()})
 assert torch.isfinite(loss)
+# a valid draft of another mode than the drawn one is its own reference
+assert task.edit_targets([(3, 1, 2)], [(2, 1, 3)], [[1, 2, 3, method.EOS]]) == [(1, 2, 3)]
 
 # %% [markdown]
 # ## Exercises

@@ -318,3 +318,61 @@ def test_copy_check_fails_a_model_that_edits():
     rows = experiment.copy_check(Deleter(), task.draw_prompts(20, np.random.default_rng(1)),
                                  SimpleNamespace(edit_counts=[1, 2, 4]), seed=0)
     assert all(r["unchanged"] == 0.0 and r["valid"] == 0.0 for r in rows)
+
+
+def test_levenshtein_batch_matches_the_reference():
+    rng = np.random.default_rng(7)
+    a = [[int(v) for v in rng.integers(0, 3, size=rng.integers(0, 8))] for _ in range(200)]
+    b = [[int(v) for v in rng.integers(0, 3, size=rng.integers(0, 8))] for _ in range(200)]
+    assert list(method.levenshtein_batch(a, b)) == [method.levenshtein(x, y) for x, y in zip(a, b)]
+
+
+def test_edit_targets_pick_the_nearest_valid_answer_and_the_drawn_one_on_ties():
+    E = method.EOS
+    prompts = [(3, 1, 2), (3, 1, 2), (3, 1, 2), (4, 4), (5, 7)]
+    drawn = [(2, 1, 3), (2, 1, 3), (3, 3, 1, 1, 2, 2), (4, 4, 4, 4), (7, 5)]
+    drafts = [[1, 2, 3, E],  # the sorted answer itself: label against it, not against the drawn reverse
+              [2, 1, 4, E],  # nearest the drawn reverse (distance 1)
+              [1, 3, 2, E],  # distance 2 to reverse (213) and to sorted (123), 4 to the drawn doubled one
+              [4, 4, E],  # reverse = sorted = (4, 4)
+              [5, 7, 4, E]]  # distance 2 to the drawn reverse (7, 5) and to 5577, 1 to the sorted (5, 7)
+    assert task.edit_targets(prompts, drawn, drafts) == [(1, 2, 3), (2, 1, 3), (2, 1, 3), (4, 4), (5, 7)]
+    tie = task.edit_targets([(1, 2)], [(1, 2)], [[2, 2, E]])  # (1, 2) and (2, 1) both at distance 1: drawn
+    assert tie == [(1, 2)]
+
+
+def test_training_corpus_is_seeded_and_valid(tmp_path, monkeypatch):
+    monkeypatch.setenv("REPLIB_CACHE_DIR", str(tmp_path))
+    ds = task.training_corpus(3, 600)
+    again = task.training_corpus(3, 600)
+    other = task.training_corpus(4, 600)
+    assert ds.num_rows == 600 and ds["prompt"] == again["prompt"] and ds["prompt"] != other["prompt"]
+    prompts, answers = task.corpus_examples(ds, 100, 400)
+    assert len(prompts) == len(answers) == 300
+    assert all(task.is_valid(x, a) for x, a in zip(prompts, answers))
+    assert {len(x) for x in prompts} == {2, 3}
+    modes = ds.to_pandas()["mode"].value_counts()
+    assert set(modes.index) == set(task.MODES) and modes.min() > 150
+    for row in ds.select(range(50)):  # the mode column names the answer's rule
+        x = tuple(int(c) for c in row["prompt"])
+        assert task.valid_answers(x)[task.MODES.index(row["mode"])] == tuple(int(c) for c in row["answer"])
+
+
+def _stuck_rate_per_pair(n_pairs, check_gap0, seed, vocab=5, max_len=12, max_edits=6):
+    """The oracle stuck rate pair by pair with the reference functions (the batched one must match it)."""
+    rng = np.random.default_rng(seed)
+    stuck = counted = 0
+    while counted < n_pairs:
+        d, t = theory._random_pair(rng, vocab, max_len, max_edits)
+        before = method.levenshtein(d, t)
+        if before == 0:
+            continue
+        r, g = method.edit_labels(d, t, check_gap0)
+        stuck += method.levenshtein(method.apply_edits(d + [method.EOS], r, g), t + [method.EOS]) >= before
+        counted += 1
+    return stuck / n_pairs
+
+
+@pytest.mark.parametrize("check_gap0", [False, True])
+def test_batched_stuck_rate_equals_the_per_pair_count(check_gap0):
+    assert theory.oracle_stuck_rate(1200, check_gap0=check_gap0, seed=3) == _stuck_rate_per_pair(1200, check_gap0, 3)

@@ -15,7 +15,9 @@ __all__ = [
 
 
 def check_levenshtein(fn) -> None:
-    """Grade ``fn(a, b)`` -> the unit-cost edit distance between two sequences."""
+    """Grade ``fn(a, b)``, the edit distance between two sequences when replacing, deleting and
+    inserting a token each cost one: empty, equal-length and different-length cases, small
+    alphabets with many repeats."""
     from replib.core.exercises import grade
 
     rng = np.random.default_rng(5)
@@ -27,8 +29,9 @@ def check_levenshtein(fn) -> None:
 
 
 def check_step_schedule(fn) -> None:
-    """Grade ``fn(L, S)`` -> list of tokens committed per pass (floor(L/S) + 1 for the first L mod S
-    passes, then floor(L/S))."""
+    """Grade ``fn(L, S)``, phase A's list of how many tokens each of the S passes commits over a canvas
+    of L positions: divisible and non-divisible canvases, one pass, one token per pass, more passes
+    than positions."""
     from replib.core.exercises import grade
 
     cases = [(11, 1), (11, 2), (11, 3), (11, 4), (11, 11), (512, 48), (12, 4), (5, 7)]
@@ -36,8 +39,9 @@ def check_step_schedule(fn) -> None:
 
 
 def check_apply_edits(fn) -> None:
-    """Grade ``fn(seq, r, g)`` -> the response after one edit pass (``DEL`` = 12 deletes; g[i] != r[i]
-    inserts g[i] before r[i])."""
+    """Grade ``fn(seq, r, g)``, the response after one edit pass given the token proposals ``r`` and
+    the gap proposals ``g``: a replacement, a deletion, an insertion, a mix of the three, and an
+    insertion before the final token."""
     from replib.core.exercises import grade
 
     cases = [([1, 2, 3, EOS], [1, 2, 4, EOS], [1, 2, 4, EOS]),

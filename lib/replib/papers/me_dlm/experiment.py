@@ -1,11 +1,11 @@
-"""The ME-DLM experiment on the toy: the training loop of both phases (:func:`train_phase`, drawing
-the toy's batches), the profiles, the evaluation of the MDLM baseline and of ME-DLM (full and
-substitution-only editing), the runs and the claim values.
+"""The ME-DLM experiment on the toy: the training loop of both phases (:func:`train_phase`, reading
+the seed's generated training corpus in order), the profiles and their bounds, the evaluation of the
+MDLM baseline and of ME-DLM (full and substitution-only editing), the runs and the claim values.
 
-Contents: :func:`train_phase`, :data:`EXPERIMENT_PROFILES`, :func:`evaluate`, :func:`run_seed`,
-:func:`run_experiment`, :func:`claim_values`. The MDLM baseline (the same phase-1 checkpoint
-continued in mask mode) is a few lines of :func:`run_seed`; the substitution-only ablation is a flag
-of :func:`method.edit_passes`.
+Contents: :func:`train_phase`, :data:`EXPERIMENT_PROFILES`, :data:`EXPERIMENT_BOUNDS`,
+:func:`evaluate`, :func:`run_seed`, :func:`run_experiment`, :func:`claim_values`. The MDLM baseline
+(the same phase-1 checkpoint continued in mask mode) is a few lines of :func:`run_seed`; the
+substitution-only ablation is a flag of :func:`method.edit_passes`.
 """
 
 from __future__ import annotations
@@ -36,16 +36,19 @@ from .task import (
     MODES,
     _response_distance,
     _response_valid,
-    _training_batch,
+    corpus_examples,
     draw_prompts,
+    edit_targets,
     nearest_mode,
     response_answer,
+    training_corpus,
     valid_answers,
 )
 
 __all__ = [
     "train_phase",
     "EXPERIMENT_PROFILES",
+    "EXPERIMENT_BOUNDS",
     "evaluate",
     "run_seed",
     "run_experiment",
@@ -67,17 +70,19 @@ def curriculum_passes(step: int, steps: int, e_max: int, start: float) -> int:
     return int(np.floor(q * e_max))
 
 
-def train_phase(model, opt, sched, cfg, steps: int, edit_prob: float, rng, label: str, progress=None,
+def train_phase(model, opt, sched, cfg, steps: int, edit_prob: float, examples, rng, label: str, progress=None,
                 probe=None) -> list[dict]:
-    """``steps`` AdamW steps on fresh batches of ``cfg.batch`` prompts (one answer drawn uniformly
-    per prompt). Each batch is in edit mode with probability ``edit_prob`` (k =
-    :func:`curriculum_passes` pre-applied edit passes), else mask mode. ``probe(model, step)``, if
-    given, is called after every ``cfg.curve_every`` steps. Returns one row per step (phase label,
-    mode, the two cross-entropies, loss)."""
+    """``steps`` AdamW steps, step s on rows ``s*batch`` to ``(s+1)*batch`` of ``examples`` (prompts,
+    answers: a slice of the training corpus). Each batch is in edit mode with probability
+    ``edit_prob`` (k = :func:`curriculum_passes` pre-applied edit passes; the labels' reference is
+    :func:`task.edit_targets`), else mask mode. ``probe(model, step)``, if given, is called after
+    every ``cfg.curve_every`` steps. Returns one row per step (phase label, mode, the two
+    cross-entropies, loss)."""
     rows = []
     it = range(steps)
     for step in (progress(it) if progress else it):
-        prompts, answers = _training_batch(cfg.batch, rng)
+        batch = slice(step * cfg.batch, (step + 1) * cfg.batch)
+        prompts, answers = examples[0][batch], examples[1][batch]
         t = _draw_t(cfg.batch, rng)
         edit = rng.random() < edit_prob
         if edit:
@@ -85,7 +90,7 @@ def train_phase(model, opt, sched, cfg, steps: int, edit_prob: float, rng, label
             model.eval()
             responses = edit_mode_batch(model, prompts, answers, t, k, rng)
             model.train()
-            loss, stats = edit_mode_loss(model, prompts, answers, responses, t)
+            loss, stats = edit_mode_loss(model, prompts, edit_targets(prompts, answers, responses), responses, t)
         else:
             model.train()
             loss, stats = mask_mode_loss(model, prompts, answers, t, rng)
@@ -112,11 +117,17 @@ _COMMON = dict(n_head=4, lr=2e-3, warmup=50, e_max=4, curriculum_start=0.5, mdlm
 EXPERIMENT_PROFILES = {
     "smoke": dict(seeds=[0], n_layer=1, n_embd=32, batch=32, steps1=40, steps2=16, n_test=32, curve_every=20,
                   n_curve=16, **_COMMON),
-    "book": dict(seeds=[0, 1, 2], n_layer=2, n_embd=64, batch=32, steps1=1500, steps2=400, n_test=300,
+    "book": dict(seeds=[0, 1, 2], n_layer=3, n_embd=64, batch=32, steps1=1000, steps2=600, n_test=300,
                  curve_every=200, n_curve=100, **_COMMON),
     "paper": dict(seeds=[0, 1, 2, 3, 4], n_layer=3, n_embd=96, batch=64, steps1=3000, steps2=1500, n_test=400,
                   curve_every=250, n_curve=200, **_COMMON),
 }
+
+
+EXPERIMENT_BOUNDS = dict(n_layer=(1, None), n_embd=(4, None), n_head=(1, None), batch=(1, None), steps1=(1, None),
+                         steps2=(1, None), n_test=(1, None), curve_every=(1, None), n_curve=(1, None), lr=(1e-8, None),
+                         warmup=(1, None), e_max=(1, None), curriculum_start=(0.0, 0.99),
+                         mdlm_passes=(1, CANVAS), draft_passes=(1, CANVAS), edit_counts=(1, None), n_traces=(0, None))
 
 
 def _as_cfg(cfg):
@@ -206,14 +217,16 @@ def run_seed(cfg, seed: int, progress=None, threads: int = 1) -> dict:
     """One seed: phase 1 (mask mode, ``steps1``, with a learning curve of the 1-token-per-pass
     validity every ``curve_every`` steps on ``n_curve`` prompts), then from that checkpoint ME-DLM
     phase 2 (``steps2``, edit mode with probability 0.5) and the compute-matched MDLM (``steps2``
-    more mask-mode steps), each with a fresh optimiser and schedule; evaluation on ``n_test`` prompts
+    more mask-mode steps), each with a fresh optimiser and schedule and both on the same next rows
+    of the seed's training corpus (:func:`task.training_corpus`); evaluation on ``n_test`` prompts
     from a separate stream. Plain data only: ``validity``, ``samples``, ``traces``, ``modes``,
     ``copy``, ``curve``, ``train`` rows and ``seconds``."""
     cfg = _as_cfg(cfg)
+    n1, n2 = cfg.steps1 * cfg.batch, cfg.steps2 * cfg.batch
+    corpus = training_corpus(seed, n1 + n2)
     with compute_threads(threads):
         seed_everything(seed)
         seconds = {"seed": seed}
-        rng = np.random.default_rng([seed, 1])
         model = new_model(cfg, seed)
         opt, sched = _make_optimiser(model, cfg, cfg.steps1)
         curve = []
@@ -225,15 +238,17 @@ def run_seed(cfg, seed: int, progress=None, threads: int = 1) -> dict:
                           "validity": 100 * np.mean([_response_valid(x, r) for x, r in zip(probe_prompts, responses)])})
 
         start = time.perf_counter()
-        train_rows = train_phase(model, opt, sched, cfg, cfg.steps1, 0.0, rng, "phase1", progress, probe)
+        train_rows = train_phase(model, opt, sched, cfg, cfg.steps1, 0.0, corpus_examples(corpus, 0, n1),
+                                 np.random.default_rng([seed, 1]), "phase1", progress, probe)
         seconds["phase1"] = time.perf_counter() - start
+        phase2 = corpus_examples(corpus, n1, n1 + n2)
 
         def branch(edit_prob, label, stream):
             m = copy.deepcopy(model)
             o, s = _make_optimiser(m, cfg, cfg.steps2)
             start = time.perf_counter()
-            rows = train_phase(m, o, s, cfg, cfg.steps2, edit_prob, np.random.default_rng([seed, stream]), label,
-                               progress)
+            rows = train_phase(m, o, s, cfg, cfg.steps2, edit_prob, phase2, np.random.default_rng([seed, stream]),
+                               label, progress)
             seconds[label] = time.perf_counter() - start
             return m, rows
 

@@ -13,7 +13,7 @@ Contents:
 1. Sequence format: :data:`VOCAB`, :data:`SEP`, :data:`MASK`, :data:`DEL`, :data:`EOS`,
    :data:`PAD`, :data:`IGNORE`, :data:`MIN_PROMPT`, :data:`MAX_PROMPT`, :data:`CANVAS`, :data:`RESP_START`,
    :data:`SEQ_LEN`, :func:`encode_prompts`, :func:`clean_canvas`.
-2. Edit scripts: :func:`levenshtein`, :func:`edit_script`, :func:`edit_labels`, :func:`apply_edits`,
+2. Edit scripts: :func:`levenshtein` (and :func:`levenshtein_batch`), :func:`edit_script`, :func:`edit_labels`, :func:`apply_edits`,
    and their batched twins for training, :func:`edit_labels_batch` and :func:`apply_edits_batch`.
 3. Model, training modes and phase B: :func:`new_model`, :func:`mask_mode_loss`,
    :func:`fill_masks_random`, :func:`edit_passes`, :func:`edit_mode_batch`, :func:`edit_mode_loss`
@@ -49,6 +49,7 @@ __all__ = [
     "levenshtein",
     "edit_script",
     "edit_labels",
+    "levenshtein_batch",
     "edit_labels_batch",
     "apply_edits",
     "apply_edits_batch",
@@ -212,6 +213,14 @@ def _table_batch(a, na, b, nb) -> np.ndarray:
         c[:, 1:] = np.minimum(D[:, i - 1, :-1] + (a[:, i - 1, None] != b), D[:, i - 1, 1:] + 1)
         D[:, i] = np.minimum.accumulate(c - cols, axis=1) + cols
     return D
+
+
+def levenshtein_batch(a_rows, b_rows) -> np.ndarray:
+    """:func:`levenshtein` of each pair (a_rows[i], b_rows[i]) at once (lists of ints), from the
+    batched table of step 1; (n,) int64."""
+    a, na = _pad_rows(a_rows, -2)
+    b, nb = _pad_rows(b_rows, -3)
+    return _table_batch(a, na, b, nb)[np.arange(len(a_rows)), na, nb]
 
 
 def edit_labels_batch(drafts, targets, check_gap0: bool = False) -> tuple[np.ndarray, np.ndarray]:
@@ -492,7 +501,8 @@ def edit_mode_batch(model, prompts, answers, t: np.ndarray, k: int, rng) -> list
 
 
 def edit_mode_loss(model, prompts, answers, responses, t: np.ndarray) -> tuple[torch.Tensor, dict]:
-    """Edit mode loss: labels from :func:`edit_labels` against the clean answers; the token head is
+    """Edit mode loss: labels from :func:`edit_labels` against the clean references ``answers`` (the
+    release's one reference per prompt; the toy passes the valid answer nearest each draft); the token head is
     trained on every response position, the insertion head on every labelled gap (gap k at the
     hidden state of position k - 1); each head's loss is mean_b sum CE / L (:func:`_weighted_ce` without
     the 1/t_b: t_b only set how corrupt the draft is, and every position is supervised)."""

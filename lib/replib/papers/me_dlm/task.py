@@ -4,16 +4,18 @@ answers and training batches, the validity of a response and its distance to the
 answer (the task metrics), and readable tokens.
 
 Contents: :func:`valid_answers`, :func:`is_valid`, :func:`nearest_valid_distance`,
-:data:`MODES`, :func:`nearest_mode`, :func:`draw_prompts`, :func:`response_answer`, :func:`detok` (and the training batch
-``_training_batch``, the metrics ``_response_valid``, ``_response_distance``). The token ids and
-the sequence layout are in :mod:`.method`.
+:data:`MODES`, :func:`nearest_mode`, :func:`draw_prompts`, :func:`training_corpus` (the generated
+training set, a cached ``datasets.Dataset``), :func:`corpus_examples`, :func:`edit_targets` (the
+reference of an edit-mode draft among the three valid answers), :func:`response_answer`,
+:func:`detok` (and the metrics ``_response_valid``, ``_response_distance``). The token ids and the
+sequence layout are in :mod:`.method`.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .method import DEL, EOS, MASK, MAX_PROMPT, MIN_PROMPT, PAD, SEP, levenshtein
+from .method import DEL, EOS, MASK, MAX_PROMPT, MIN_PROMPT, PAD, SEP, levenshtein, levenshtein_batch
 
 __all__ = [
     "valid_answers",
@@ -22,6 +24,9 @@ __all__ = [
     "MODES",
     "nearest_mode",
     "draw_prompts",
+    "training_corpus",
+    "corpus_examples",
+    "edit_targets",
     "response_answer",
     "detok",
 ]
@@ -81,7 +86,47 @@ def detok(tokens) -> list[str]:
     return [_NAMES.get(int(t), str(int(t))) for t in tokens]
 
 
-def _training_batch(batch: int, rng):
-    prompts = draw_prompts(batch, rng)
-    answers = [valid_answers(x)[rng.integers(3)] for x in prompts]
-    return prompts, answers
+def _corpus_rows(seed: int, rows: int) -> dict:
+    """The columns of :func:`training_corpus`, drawn with one numpy Generator."""
+    rng = np.random.default_rng([seed, 2026])
+    prompts = draw_prompts(rows, rng)
+    modes = rng.integers(len(MODES), size=rows)
+    answers = [valid_answers(x)[m] for x, m in zip(prompts, modes)]
+    text = lambda seq: "".join(map(str, seq))  # noqa: E731
+    return {"prompt": [text(x) for x in prompts], "answer": [text(a) for a in answers],
+            "mode": [MODES[m] for m in modes]}
+
+
+def training_corpus(seed: int, rows: int):
+    """The generated training set of one seed: ``rows`` examples (prompt, answer, mode), each a
+    prompt from :func:`draw_prompts` and one of its three valid answers drawn uniformly, as digit
+    strings. A ``datasets.Dataset`` built once per (seed, rows) and cached
+    (:func:`replib.core.cached_dataset`); training reads it in order, ``batch`` rows per step."""
+    from replib.core import cached_dataset
+
+    return cached_dataset("me_dlm_corpus", {"seed": int(seed), "rows": int(rows)},
+                          lambda: _corpus_rows(int(seed), int(rows)))
+
+
+def corpus_examples(ds, start: int, stop: int) -> tuple[list[tuple], list[tuple]]:
+    """Rows ``start:stop`` of a :func:`training_corpus` as (prompts, answers), tuples of ints."""
+    part = ds[start:stop]
+    digits = lambda text: tuple(int(c) for c in text)  # noqa: E731
+    return [digits(x) for x in part["prompt"]], [digits(a) for a in part["answer"]]
+
+
+def edit_targets(prompts, drawn, drafts) -> list[tuple]:
+    """The reference each edit-mode draft is labelled against: the valid answer nearest to the draft
+    (Levenshtein, the draft without its final token), the drawn answer on ties. The release has one
+    reference per prompt and labels against it; the toy has three, and a draft filled from the drawn
+    answer is often another valid answer (or near one), which labels against the drawn answer would
+    ask the model to rewrite. With a single valid answer this is the release's rule."""
+    options = [valid_answers(x) for x in prompts]
+    heads = [list(d[:-1]) for d in drafts]
+    dist = np.stack([levenshtein_batch(heads, [list(o[k]) for o in options]) for k in range(len(MODES))], axis=1)
+    out = []
+    for i, (target, opts) in enumerate(zip(drawn, options)):
+        nearest = int(np.argmin(dist[i]))
+        own = dist[i, opts.index(tuple(target))]
+        out.append(tuple(target) if own == dist[i, nearest] else opts[nearest])
+    return out

@@ -8,7 +8,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from .method import apply_edits, edit_labels, edit_script, levenshtein
+from .method import (
+    EOS,
+    PAD,
+    apply_edits,
+    apply_edits_batch,
+    edit_labels,
+    edit_labels_batch,
+    edit_script,
+    levenshtein,
+    levenshtein_batch,
+)
 
 __all__ = [
     "marginal_vs_joint_example",
@@ -38,19 +48,31 @@ def oracle_stuck_rate(n_pairs: int = 20000, vocab: int = 5, max_len: int = 12, m
 
     Targets: length uniform in 1..``max_len``, tokens uniform over ``vocab``; drafts: 1..``max_edits``
     random replace/delete/insert operations (length capped at ``max_len``). Pairs at distance 0 are
-    skipped. Tokens ``vocab`` and ``vocab + 1`` play ``<eos>`` and ``<del>``."""
+    skipped.
+
+    Computed in blocks with the batched twins (:func:`levenshtein_batch`, :func:`edit_labels_batch`,
+    :func:`apply_edits_batch`), which give the same distances, labels and updates as the per-pair
+    functions, on the same sequence of pairs; tokens must be ids below ``<del>``."""
+    if vocab > 10:
+        raise ValueError("oracle_stuck_rate: vocab must be at most 10 (the digit ids)")
     rng = np.random.default_rng(seed)
-    eos, dele = vocab, vocab + 1
     stuck = counted = 0
-    while counted < n_pairs:
-        d, t = _random_pair(rng, vocab, max_len, max_edits)
-        before = levenshtein(d, t)
-        if before == 0:
+    while counted < n_pairs:  # each block draws at most the pairs still needed
+        pairs = [_random_pair(rng, vocab, max_len, max_edits) for _ in range(n_pairs - counted)]
+        before = levenshtein_batch([d for d, _ in pairs], [t for _, t in pairs])
+        pairs = [pair for pair, b in zip(pairs, before) if b > 0]
+        before = before[before > 0]
+        if not pairs:
             continue
-        r, g = edit_labels(d, t, check_gap0, eos=eos, delete=dele)
-        after = levenshtein(apply_edits(d + [eos], r, g, delete=dele), t + [eos])
-        stuck += after >= before
-        counted += 1
+        drafts, targets = [d for d, _ in pairs], [t for _, t in pairs]
+        r, g = edit_labels_batch(drafts, targets, check_gap0)
+        seq = np.full(r.shape, PAD, dtype=np.int64)
+        for i, d in enumerate(drafts):
+            seq[i, :len(d) + 1] = d + [EOS]
+        after, lengths = apply_edits_batch(seq, np.array([len(d) + 1 for d in drafts]), r, g, cap=2 * r.shape[1])
+        dist = levenshtein_batch([list(row[:n]) for row, n in zip(after, lengths)], [t + [EOS] for t in targets])
+        stuck += int((dist >= before).sum())
+        counted += len(pairs)
     return stuck / n_pairs
 
 
