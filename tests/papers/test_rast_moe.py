@@ -1,0 +1,294 @@
+"""Unit tests of replib.papers.rast_moe (grid city, sparse MoE encoder, adaptive reward, PPO, claims)."""
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import yaml
+
+from replib import core
+from replib.core.paths import repo_root
+from replib.core.runtime import compute_threads
+from replib.papers.rast_moe import baselines, exercises, experiment, method, task, theory
+
+# ---- the city ----------------------------------------------------------------------------------
+
+
+def test_match_released_is_the_min_distance_assignment_within_the_radius():
+    req = np.array([[0.0, 0.0], [3.0, 3.0]])
+    veh = np.array([[0.5, 0.0], [0.2, 0.1], [3.0, 2.0]])
+    r, v, d = task.match_released(req, veh)
+    assert list(zip(r.tolist(), v.tolist())) == [(0, 1), (1, 2)] and np.allclose(d, [0.3, 1.0])
+    # greedy would give request 0 the vehicle at distance 0.1 and leave request 1 with 2.9 km;
+    # the assignment minimises the total instead
+    r, v, d = task.match_released(np.array([[0.0, 0.0], [1.0, 0.0]]), np.array([[0.9, 0.0], [2.0, 0.0]]))
+    assert np.isclose(d.sum(), 0.9 + 1.0) and sorted(v.tolist()) == [0, 1]
+    r, v, d = task.match_released(np.array([[0.0, 0.0]]), np.array([[2.0, 1.0]]))  # 3 km > 2.5
+    assert len(r) == 0
+    r, v, d = task.match_released(np.zeros((0, 2)), veh)
+    assert len(r) == 0
+
+
+def test_speed_factor_and_schedule():
+    assert task.speed_factor(0.0, "offpeak") == 1.0
+    assert np.isclose(task.speed_factor(0.5, "peak_corner"), 1 - 0.6 / 2)
+    assert task.speed_factor(10.0, "offpeak") == 0.2
+    cfg = task.CityConfig(epochs=8)
+    assert task.day_schedule(cfg) == ["offpeak"] * 2 + ["peak_center"] * 2 + ["offpeak"] * 2 + ["peak_corner"] * 2
+    unseen = task.day_schedule(task.CityConfig(epochs=8, unseen=True))
+    assert set(unseen) == {"offpeak", "peak_edge"}
+    seen_hot = task.hotspot_zones("peak_center", 4) | task.hotspot_zones("peak_corner", 4)
+    edge = task.hotspot_zones("peak_edge", 4)
+    assert task.hotspot_zones("peak_center", 4).sum() == 4 and edge.sum() == 4 and not (edge & seen_hot).any()
+
+
+def test_env_hold_all_then_release_and_determinism():
+    cfg = task.CityConfig(epochs=12)
+    env = task.RideHailingEnv(cfg)
+    env.reset(np.random.default_rng(3))
+    waiting = len(env.req_zone)
+    info = env.step(np.zeros(cfg.zones, dtype=int))
+    assert info.held == waiting and info.pickup.size == 0 and info.held_z.sum() == waiting
+    assert info.abandoned == 0
+    info = env.step(np.ones(cfg.zones, dtype=int))
+    assert info.pickup.size > 0 and np.isclose(info.pickup_z.sum(), info.pickup.sum())
+    assert np.all(info.match_delay >= 0) and np.all(info.match_delay % task.DT == 0)
+    a = task.episode_metrics(task.run_episode(env, task.fixed_interval_policy(2), np.random.default_rng(5)))
+    b = task.episode_metrics(task.run_episode(env, task.fixed_interval_policy(2), np.random.default_rng(5)))
+    assert a == b
+
+
+def test_holding_everything_makes_every_request_abandon():
+    cfg = task.CityConfig(epochs=24)
+    env = task.RideHailingEnv(cfg)
+    infos = task.run_episode(env, lambda env, obs: np.zeros(cfg.zones, dtype=int), np.random.default_rng(0))
+    m = task.episode_metrics(infos)
+    # a request of epoch a is held at decisions a, ..., a + 9 and leaves at a + 9 <= 23
+    arrived_early = sum(i.arrived for i in infos[: 24 - 9])
+    assert m["matched"] == 0 and sum(i.abandoned for i in infos) == arrived_early
+
+
+def test_evaluation_reward_by_hand():
+    info = task.StepInfo(held=3, pickup=np.array([120.0, 60.0]), match_delay=np.zeros(2), abandoned=1, arrived=4,
+                         regime="offpeak", held_z=np.zeros(16), pickup_z=np.zeros(16), abandoned_z=np.zeros(16))
+    assert np.isclose(task.evaluation_reward(info), -(3 * 60 + 180 + 600) / 600)
+
+
+def test_fixed_interval_and_threshold_policies():
+    env = task.RideHailingEnv(task.CityConfig())
+    obs = env.reset(np.random.default_rng(0))
+    env.t = 2
+    assert task.fixed_interval_policy(3)(env, obs).all() and not task.fixed_interval_policy(2)(env, obs).any()
+    zone_feats = np.zeros((16, task.N_ZONE_FEATURES), dtype=np.float32)
+    zone_feats[0, 0], zone_feats[0, 3] = 2 / 5, 1 / 20  # 2 waiting, 1 idle nearby: release
+    zone_feats[1, 0], zone_feats[1, 3] = 1 / 5, 3 / 20  # 1 waiting, 3 nearby, fresh: hold
+    zone_feats[2, 0], zone_feats[2, 1], zone_feats[2, 3] = 1 / 5, 0.3, 3 / 20  # waited 180 s: release
+    action = task.threshold_policy()(env, (zone_feats, None))
+    assert action[:3].tolist() == [1, 0, 1]
+
+
+# ---- the method ----------------------------------------------------------------------------------
+
+
+def test_factorised_log_prob_and_entropy_by_hand():
+    logits = torch.tensor([[0.0, 2.0, -1.0]])
+    actions = torch.tensor([[1.0, 0.0, 1.0]])
+    sig = 1 / (1 + np.exp(-np.array([0.0, 2.0, -1.0])))
+    by_hand = np.log(sig[0]) + np.log(1 - sig[1]) + np.log(sig[2])
+    assert np.isclose(method.factorised_log_prob(logits, actions).item(), by_hand, atol=1e-6)
+    live = torch.tensor([[0.0, 1.0, 0.0]])
+    assert np.isclose(method.factorised_log_prob(logits, actions, live).item(), np.log(1 - sig[1]), atol=1e-6)
+    ent = -(sig * np.log(sig) + (1 - sig) * np.log(1 - sig)).sum()
+    assert np.isclose(method.factorised_entropy(logits).item(), ent, atol=1e-6)
+
+
+def test_route_keeps_top_k_renormalised_and_respects_the_mask():
+    logits = torch.tensor([[0.0, 1.0, 2.0, 3.0]])
+    q, gates, idx = method.route(logits, 2)
+    p = np.exp([0.0, 1.0, 2.0, 3.0]) / np.exp([0.0, 1.0, 2.0, 3.0]).sum()
+    assert np.allclose(q.numpy(), p, atol=1e-6)
+    assert np.allclose(gates.numpy(), [[0, 0, p[2] / (p[2] + p[3]), p[3] / (p[2] + p[3])]], atol=1e-6)
+    assert idx.tolist() == [[3, 2]]
+    _, gates, idx = method.route(logits, 2, mask=torch.tensor([True, True, True, False]))
+    assert gates[0, 3] == 0 and set(idx[0].tolist()) == {1, 2}
+
+
+def test_sparse_moe_uses_only_the_chosen_experts_and_the_same_for_every_token():
+    torch.manual_seed(0)
+    moe = method.SparseMoE(d=8, d_ff=16, n_experts=6, k=2)
+    h = torch.randn(2, 5, 8)
+    out, aux = moe(h)
+    chosen = set(torch.nonzero(aux["gates"] > 0)[:, 1].tolist())
+    unused = sorted(set(range(6)) - chosen)
+    assert len(unused) >= 2  # two states choose at most 4 of the 6 experts
+    with torch.no_grad():
+        for e in unused:
+            moe.w1[e] *= 2.0
+        assert torch.allclose(moe(h)[0], out)
+        moe.w1[min(chosen)] *= 2.0
+        assert not torch.allclose(moe(h)[0], out)
+    # one state: its output equals the gate-weighted sum of its two experts' FFNs, computed by hand
+    with torch.no_grad():
+        x = moe.norm(h[:1])
+        _, gates, idx = method.route(moe.router(h[:1].mean(1)), 2)
+        manual = h[:1].clone()
+        for e in idx[0].tolist():
+            y = torch.nn.functional.gelu(x @ moe.w1[e] + moe.b1[e]) @ moe.w2[e] + moe.b2[e]
+            manual += gates[0, e] * y
+        assert torch.allclose(moe(h[:1])[0], manual, atol=1e-5)
+
+
+def test_load_balancing_loss_uniform_and_collapsed():
+    assert np.isclose(method.load_balancing_loss(torch.full((4, 4), 0.25), torch.tensor([0, 1, 2, 3])).item(), 1.0)
+    collapsed = method.load_balancing_loss(torch.tensor([[1.0, 0.0, 0.0]] * 5), torch.zeros(5, dtype=torch.long))
+    assert np.isclose(collapsed.item(), 3.0)
+    probs = torch.tensor([[0.7, 0.3], [0.4, 0.6]])
+    assert np.isclose(method.load_balancing_loss(probs, torch.tensor([0, 0])).item(), 2 * (1.0 * 0.55 + 0 * 0.45))
+
+
+def test_shaped_reward_and_lambda_update_by_hand():
+    r = method.shaped_reward(np.array([120.0, 0.0]), np.array([300.0, 60.0]), np.array([0, 2]), w_match=0.5,
+                             w_pickup=2.0, lam=1.5, c0=600.0)
+    assert np.allclose(r, [-(0.5 * 120 + 2 * 300) / 600, -(2 * 60) / 600 - 3.0])
+    assert np.isclose(method.update_lambda(1.0, 0.10, 0.05, 10.0), 1.5)
+    assert np.isclose(method.update_lambda(1.0, 0.0, 0.05, 10.0), 0.5)
+    assert method.update_lambda(0.2, 0.0, 0.05, 10.0) == 0.0
+
+
+def test_gae_by_hand():
+    rewards = np.array([[1.0], [2.0], [0.0]])
+    values = np.array([[0.5], [1.0], [0.2]])
+    adv, ret = method.gae(rewards, values, gamma=0.9, lam=0.5)
+    d2 = 0.0 - 0.2
+    d1 = 2.0 + 0.9 * 0.2 - 1.0
+    d0 = 1.0 + 0.9 * 1.0 - 0.5
+    assert np.allclose(adv[:, 0], [d0 + 0.45 * d1 + 0.45**2 * d2, d1 + 0.45 * d2, d2])
+    assert np.allclose(ret, adv + values)
+
+
+def test_encoders_shapes_and_mlp_is_the_baseline():
+    cfg = core.configure(experiment.EXPERIMENT_PROFILES, "smoke", experiment.EXPERIMENT_BOUNDS)
+    zone = torch.zeros(2, 16, task.N_ZONE_FEATURES)
+    glob = torch.zeros(2, task.N_GLOBAL_FEATURES)
+    for name in ("mlp", "transformer", "moe"):
+        policy = experiment.make_agent(name, cfg, seed=0, zones=16)
+        logits, value, aux = policy(zone, glob)
+        assert logits.shape == (2, 16) and value.shape == (2, 16)
+        assert ("top1" in aux) == (name == "moe")
+    assert isinstance(experiment.make_agent("mlp", cfg, 0, 16), baselines.MLPEncoder)
+    a = experiment.make_agent("moe", cfg, seed=4, zones=16)
+    b = experiment.make_agent("moe", cfg, seed=4, zones=16)
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+
+
+def test_train_ppo_moves_lambda_by_eq6_and_is_deterministic():
+    city = task.CityConfig(epochs=8)
+    cfg = core.configure(experiment.EXPERIMENT_PROFILES, "smoke", experiment.EXPERIMENT_BOUNDS, iterations=2, n_envs=2)
+    with compute_threads(1):
+        _, h1 = experiment.train_agent("moe", cfg, seed=1, city=city)
+        _, h2 = experiment.train_agent("moe", cfg, seed=1, city=city)
+        _, fixed = experiment.train_agent("moe_fixed_1_8", cfg, seed=1, city=city)
+    assert h1 == h2
+    assert np.isclose(h1[1]["lam"], max(0.0, h1[0]["lam"] + cfg.eta * (h1[0]["violation"] - cfg.tolerance)))
+    assert all(row["lam"] == 0.0 for row in fixed)
+
+
+# ---- theory and exercises -------------------------------------------------------------------------
+
+
+def test_theory_helpers():
+    counts = theory.moe_parameter_counts(d=4, d_ff=8, n_experts=3, k=2)
+    expert = 4 * 8 + 8 + 8 * 4 + 4
+    assert counts == {"total": 3 * expert + 4 * 3 + 8, "active": 2 * expert + 4 * 3 + 8, "dense_ffn": expert + 8}
+    # the counts match the block as built
+    assert counts["total"] == sum(p.numel() for p in method.SparseMoE(4, 8, 3, 2).parameters())
+    run = theory.dual_ascent_bandit(lam0=0.0, eta=5.0, iterations=300)
+    assert abs(run["violation"][-1] - 0.05) < 0.01 and run["lam"][-1] > 0
+    assert np.isclose(theory.dual_ascent_bandit(0.0, 0.0, 3, fixed=True)["violation"][-1], 0.15, atol=0.01)
+
+
+def test_graders_accept_the_reference_and_reject_a_wrong_answer():
+    exercises.check_topk_gates(lambda z, k: method.route(torch.as_tensor(z, dtype=torch.float32), k)[1])
+    with pytest.raises(AssertionError):  # no renormalisation
+        exercises.check_topk_gates(lambda z, k: method.route(torch.as_tensor(z, dtype=torch.float32), k)[0])
+    exercises.check_load_balancing_loss(lambda p, t: method.load_balancing_loss(torch.as_tensor(p), torch.as_tensor(t)))
+    with pytest.raises(AssertionError):  # missing the factor E
+        exercises.check_load_balancing_loss(
+            lambda p, t: method.load_balancing_loss(torch.as_tensor(p), torch.as_tensor(t)) / np.shape(p)[1])
+
+
+def test_bounds_refuse_bad_settings():
+    with pytest.raises(ValueError):
+        core.configure(experiment.EXPERIMENT_PROFILES, "book", experiment.EXPERIMENT_BOUNDS, iterations=-5)
+    with pytest.raises(ValueError):
+        core.configure(experiment.EXPERIMENT_PROFILES, "book", experiment.EXPERIMENT_BOUNDS, tolerance=2.0)
+    keys = [set(p) for p in experiment.EXPERIMENT_PROFILES.values()]
+    assert keys[0] == keys[1] == keys[2]
+
+
+# ---- claim values on hand-made results -------------------------------------------------------------
+
+
+def _row(seed, policy, condition, reward, md=60.0, pd_=200.0, ab=0.04):
+    return dict(seed=seed, policy=policy, condition=condition, reward=reward, match_delay=md, pickup_delay=pd_,
+                abandon_rate=ab, matched=100.0)
+
+
+def _hand_results():
+    rows = []
+    for seed, shift in ((0, 0.0), (1, 10.0)):
+        seen = {"interval_1": -100.0, "interval_2": -95.0 - shift, "interval_3": -98.0, "interval_4": -105.0,
+                "interval_6": -120.0, "threshold": -110.0}
+        for name, reward in seen.items():
+            rows.append(_row(seed, name, "seen", reward))
+            rows.append(_row(seed, name, "unseen", reward - 50))
+        rows.append(_row(seed, "mlp", "seen", -94.0, md=50.0, pd_=190.0))           # strongest when seed 0
+        rows.append(_row(seed, "transformer", "seen", -96.0 + shift * 2, md=40.0, pd_=210.0))  # strongest seed 1
+        rows.append(_row(seed, "moe", "seen", -90.0, md=45.0, pd_=180.0, ab=0.06 + 0.03 * seed))
+        rows.append(_row(seed, "moe_fixed_1_8", "seen", -150.0, md=20.0, pd_=90.0, ab=0.10 - 0.05 * seed))
+        rows.append(_row(seed, "mlp", "unseen", -160.0))
+        rows.append(_row(seed, "transformer", "unseen", -150.0))
+        rows.append(_row(seed, "moe", "unseen", -147.0 - shift))
+    regimes = []
+    for seed in (0, 1):
+        for h, (off, corner) in {1: (-20.0, -40.0), 2: (-21.0, -38.0), 3: (-22.0, -36.0 + seed * 3),
+                                 4: (-24.0, -37.0), 6: (-30.0, -45.0)}.items():
+            regimes += [dict(seed=seed, policy=f"interval_{h}", regime="offpeak", reward=off),
+                        dict(seed=seed, policy=f"interval_{h}", regime="peak_corner", reward=corner)]
+    routing = pd.DataFrame({"seed": [0] * 4 + [1] * 4,
+                            "regime": ["offpeak", "offpeak", "peak_center", "peak_center"] * 2,
+                            "top1": [0, 0, 1, 1, 2, 2, 2, 2]})
+    masks = pd.DataFrame([dict(seed=0, masked="most", reward=-99.0), dict(seed=0, masked="least", reward=-90.0),
+                          dict(seed=1, masked="most", reward=-91.8), dict(seed=1, masked="least", reward=-89.1)])
+    return {"evals": pd.DataFrame(rows), "regimes": pd.DataFrame(regimes), "routing": routing, "masks": masks}
+
+
+def test_claim_values_on_hand_made_results():
+    cfg = core.configure(experiment.EXPERIMENT_PROFILES, "book", experiment.EXPERIMENT_BOUNDS, seeds=[0, 1])
+    values = experiment.claim_values(_hand_results(), cfg)
+    claims = yaml.safe_load((repo_root() / "notebooks" / "rast_moe" / "chapter.yml").read_text())["claims"]
+    assert set(values) == {0, 1}
+    assert set(values[0]) == {c["id"] for c in claims}
+    v0, v1 = values[0], values[1]
+    # premise: best offpeak interval 1, best corner interval 3 (seed 0) / 2 (seed 1: -33 at h=3 ... wins)
+    assert v0["pr1_regime_dependent_optimum"] == 2.0 and v1["pr1_regime_dependent_optimum"] == 2.0
+    # best fixed: seed 0 interval_2 at -95; seed 1 interval_3 at -98 (interval_2 is -105)
+    assert np.isclose(v0["p1_ppo_learns"], (-94 + 95) / 95) and np.isclose(v1["p1_ppo_learns"], (-94 + 98) / 98)
+    assert v0["c1_learned_holding"] == v0["p1_ppo_learns"]
+    # strongest baseline: seed 0 the MLP (-94), seed 1 the Transformer (-76)
+    assert np.isclose(v0["h1_reward_vs_strongest"], (-90 + 94) / 94)
+    assert np.isclose(v1["h1_reward_vs_strongest"], (-90 + 76) / 76)
+    assert np.isclose(v0["h2_match_delay"], 45 / 50) and np.isclose(v1["h2_match_delay"], 45 / 40)
+    assert np.isclose(v0["h3_pickup_delay"], 180 / 190) and np.isclose(v1["h3_pickup_delay"], 180 / 210)
+    # unseen: min over the Transformer (-150) and the MLP (-160)
+    assert np.isclose(v0["c2_unseen_regime"], (-147 + 150) / 150)
+    assert np.isclose(v1["c2_unseen_regime"], (-157 + 150) / 150)
+    # routing: seed 0 maps regimes one-to-one onto experts (NMI 1), seed 1 sends all to one (NMI 0)
+    assert np.isclose(v0["c3a_expert_specialisation"], 1.0) and np.isclose(v1["c3a_expert_specialisation"], 0.0)
+    assert np.isclose(v0["c3b_mask_most_used"], (-90 + 99) / 90) and np.isclose(v0["c3c_mask_least_used"], 0.0)
+    assert np.isclose(v1["c3b_mask_most_used"], (-90 + 91.8) / 90)
+    assert np.isclose(v1["c3c_mask_least_used"], (-90 + 89.1) / 90)
+    assert np.isclose(v0["c4a_adaptive_violation"], 0.01) and np.isclose(v1["c4a_adaptive_violation"], 0.04)
+    # 1:8: seed 0 abandons 10% (0.10 - 0.07 = 0.03 > delay term 110/225 - 1.05 < 0); seed 1 abandons 5%
+    assert np.isclose(v0["c4b_fixed_ratio_hacks"], 0.03)
+    assert np.isclose(v1["c4b_fixed_ratio_hacks"], max(0.05 - 0.07, 110 / 225 - 1.05))
