@@ -1,0 +1,300 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+# %% [markdown]
+# # Synthetic erosion in speech LMs: implementation
+#
+# **Learning goals.** After this notebook you can
+#
+# 1. build the toy's speech tokens (phoneme plus pitch bin) for real and synthetic speech, and
+#    measure an utterance with the oracle phoneme error rate, $H_p$, $R_{rep}$ and the pitch divergence;
+# 2. read the text-to-speech-token LM and its factorised embeddings;
+# 3. match each piece of DGSA in `replib.papers.tts_erosion.method` to its equation, and check it on
+#    tiny inputs;
+# 4. build DGSA's two preference sets by style-prompt switching.
+
+# %%
+# Colab set-up: installs the book's package, replib, from its repository (branch main).
+# Anywhere else (a local clone, the book build, CI) this cell does nothing.
+import sys
+
+if "google.colab" in sys.modules:
+    import subprocess
+
+    package = "replib @ git+https://github.com/icml2026-replications/replib-book.git@main"
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", package],
+                         capture_output=True, text=True)
+    if pip.returncode != 0:  # show pip's own words, then stop
+        print(pip.stdout, pip.stderr)
+        raise RuntimeError("installing replib failed: pip's output is printed above")
+
+# %% tags=["parameters"]
+profile = None  # "smoke", "book" or "paper"; None reads $REPLIB_PROFILE, else "book"
+
+# %%
+import numpy as np
+import pandas as pd
+import torch
+
+from replib import core
+from replib.papers.tts_erosion import exercises, experiment, method, task
+
+profile = core.resolve_profile(profile)
+torch.set_num_threads(1)  # tiny models run fastest on one thread (and do not fight over a shared machine)
+n_align_steps = {"smoke": 3, "book": 10, "paper": 30}[profile]
+
+# %% [markdown]
+# ## The token world
+#
+# A speech token is a pair (phoneme $p$, pitch bin $b$) with 16 phonemes and 8 pitch bins, plus a
+# pause (SIL) and an end token: the toy's stand-in for CosyVoice 2's speech tokens, which carry
+# content and prosody. **Real speech** comes from 20 speakers, each with a register and an
+# expressiveness $\sigma$: a declining pitch contour, accents, jitter, drift within a phoneme, one to
+# three frames per phoneme and occasional pauses; 10% of real transcripts carry a wrong phoneme (label
+# noise), and real transcripts never contain phonemes 12-15 (the coverage gap). **Synthetic speech**
+# comes from three deterministic "TTS systems": every phoneme two frames at the system's register,
+# one bin lower on the last phoneme, exact phonetics. The same text, both ways:
+
+# %%
+world = task.make_world(0)
+rng = np.random.default_rng(0)
+text = task.sample_texts(1, world["chain"], rng, task.REAL_PHONEMES)[0]
+real = task.real_speech(text, world["registers"][0], world["sigmas"][0], rng)
+synthetic = task.synthetic_speech(text, 4)
+
+
+def describe(speech):
+    return " ".join("_" if t == task.SIL else f"{(t - task.SPEECH0) // task.N_BINS}:{(t - task.SPEECH0) % task.N_BINS}"
+                    for t in speech)
+
+
+print("text      ", list(text))
+print("real      ", describe(real))
+print("synthetic ", describe(synthetic))
+assert list(task.oracle_transcript(real)) == list(text) == list(task.oracle_transcript(synthetic))
+
+# %% [markdown]
+# Each token prints as phoneme:pitch, `_` is a pause. A corpus is a list of rows; half of them carry a
+# **style prompt**, the first 8 tokens of another utterance of the same speaker (or system), which
+# the model sees before the text. The first rows of a real corpus:
+
+# %%
+rows = task.make_corpus("real", 8, world, rng, phonemes=task.REAL_PHONEMES, label_noise=0.1)
+pd.DataFrame([{"speaker": r["speaker"], "text": list(r["text"]), "spoken": list(r["spoken"]),
+               "frames": len(r["speech"]), "prompt": len(r["prompt"]) > 0} for r in rows])
+
+# %% [markdown]
+# A corpus of a few thousand rows builds in well under a second, so the chapter generates it in
+# place rather than caching it as a data set. The model sees `[BOS] ([PS] prompt [PE]) text [SEP]
+# speech [EOS]` and is trained on the speech and EOS tokens only:
+
+# %%
+ids, mask = task.training_sequence(rows[0]["text"], rows[0]["speech"], rows[0]["prompt"])
+assert ids[0] == task.BOS and ids[-1] == task.EOS and mask.sum() == len(rows[0]["speech"]) + 1
+assert (ids[mask][:-1] == rows[0]["speech"]).all()
+print(ids)
+
+# %% [markdown]
+# ## The metrics
+#
+# All claims are measured on tokens. The oracle "ASR" drops the pitch, collapses runs of one phoneme
+# and drops pauses; the phoneme error rate (PER, our WER) is its edit distance to the text over the
+# text's length. $H_p$ pools every generated token; $R_{rep}$ (theory notebook) counts runs of five;
+# the Jensen-Shannon divergence compares the pitch-bin histogram with held-out real speech.
+
+# %%
+core.show_source(task.oracle_transcript)
+core.show_source(task.per)
+core.show_source(task.prosodic_entropy)
+
+# %%
+A1, A5, B3 = int(task.speech_token(1, 1)), int(task.speech_token(1, 5)), int(task.speech_token(2, 3))
+assert list(task.oracle_transcript(np.array([A1, A5, task.SIL, B3, B3]))) == [1, 2]  # pitch changes do not split
+assert task.per(np.array([A1, B3]), np.array([1, 2])) == 0.0
+assert task.per(np.array([A1]), np.array([1, 2])) == 0.5                           # one deletion
+assert task.per(np.array([B3, A1]), np.array([1, 2])) == 1.0                       # wrong order: two edits
+assert task.prosodic_entropy([np.array([A1, A1])]) == 0.0
+assert task.prosodic_entropy([np.array([A1, A5]), np.array([B3, task.SIL])]) == 2.0  # four tokens, equally often
+assert task.pitch_js([real], [real]) == 0.0 and 0 < task.pitch_js([synthetic], [real]) <= 1.0
+print("PER, H_p and JS behave as defined")
+
+# %% [markdown]
+# ## The model
+#
+# `SpeechLM` is a two-layer GPT-2 (`transformers.GPT2Model`, width 48) with **factorised, tied
+# embeddings**: speech token $(p,b)$ enters as $E_{ph}[p]+E_b[b]$ and text phoneme $p$ as
+# $E_{ph}[p]+e_{text}$, so reading a phoneme and saying it share one vector; the output logit of
+# $(p,b)$ is $(Wh)\cdot E_{ph}[p]+u_b\cdot h$. Every id that is not speech, SIL or EOS gets $-10^4$, so
+# sampling is masked to speech. It is called like a `transformers` LM, so the shared
+# `replib.models.causal_lm` trains it (`train_lm`), scores it (`sequence_logprob`) and samples it
+# with a key-value cache (`sample`).
+
+# %%
+model = task.make_lm(seed=0)
+logits = model(torch.as_tensor(ids[None])).logits
+assert logits.shape == (1, len(ids), task.VOCAB)
+assert (logits[0, :, task.TEXT0:task.SPEECH0] < -1e3).all()  # text tokens can never be generated
+out = task.generate(model, [task.prefix(text), task.prefix(text, rows[0]["prompt"])], seed=1)
+assert all(((g >= task.SPEECH0) | (g == task.SIL)).all() for g in out)
+print("untrained samples:", [describe(g) for g in out])
+
+# %% [markdown]
+# ## Sec. 2: the slope of the mixture entropy
+#
+# $\frac{dH}{d\alpha}=\sum_v\big(p_{syn}(v)-p_{real}(v)\big)\log_2\frac{1}{p_\alpha(v)}$ (App. B, Eq. 24;
+# Eq. 22 prints the opposite sign), and at the ends
+# $H'(0)=\mathrm{CE}(p_{syn},p_{real})-H(p_{real})$, $H'(1)=H(p_{syn})-\mathrm{CE}(p_{real},p_{syn})$.
+
+# %%
+core.show_source(method.mixture_entropy_slope)
+core.show_source(method.endpoint_slopes)
+
+# %%
+p_r, p_s = np.array([0.5, 0.5, 0.0]), np.array([0.25, 0.0, 0.75])
+h = 1e-6
+numeric = (method.mixture_entropy(p_r, p_s, 0.4 + h) - method.mixture_entropy(p_r, p_s, 0.4 - h)) / (2 * h)
+assert abs(method.mixture_entropy_slope(p_r, p_s, 0.4) - numeric) < 1e-6
+left, right = method.endpoint_slopes(p_r, p_s)
+assert left == np.inf and right == -np.inf  # each side has a token the other lacks
+same = np.array([0.6, 0.4])
+assert method.mixture_entropy_slope(same, same, 0.3) == 0.0
+print("slope matches finite differences; end slopes", left, right)
+
+# %% [markdown]
+# ## Sec. 3: DGSA
+#
+# **The schedule.** $\lambda_e=\max\big(0,\frac{\alpha-\alpha^*}{1-\alpha^*}\big)$, $\lambda_s=1-\lambda_e$,
+# $\alpha^*=0.5$.
+
+# %%
+core.show_source(method.dgsa_weights)
+assert method.dgsa_weights(0.3) == (1.0, 0.0) and np.allclose(method.dgsa_weights(0.8), (0.4, 0.6))
+assert method.dgsa_weights(1.0) == (0.0, 1.0)
+
+# %% [markdown]
+# **The DPO loss.** $\mathcal L_{DPO}=-\mathbb E\log\sigma(\beta\Delta_\theta)$ with
+# $\Delta_\theta=\log\frac{\pi_\theta(y^+|x)}{\pi_{ref}(y^+|x)}-\log\frac{\pi_\theta(y^-|x)}{\pi_{ref}(y^-|x)}$,
+# from summed sequence log-probabilities.
+
+# %%
+core.show_source(method.dpo_loss)
+zero = torch.zeros(3)
+assert torch.isclose(method.dpo_loss(zero, zero, zero, zero, beta=0.1), torch.log(torch.tensor(2.0)))
+up = method.dpo_loss(torch.full((3,), 5.0), zero, zero, zero, beta=0.1)   # winner more likely than under pi_ref
+down = method.dpo_loss(zero, torch.full((3,), 5.0), zero, zero, beta=0.1)  # loser more likely
+assert up < np.log(2) < down
+assert torch.isclose(method.dpo_loss(zero + 2, zero, zero + 2, zero, beta=0.1), torch.log(torch.tensor(2.0)))
+
+# %% [markdown]
+# **Stage 2, style-prompt switching.** For every real pair, the frozen SFT model speaks the text
+# twice with the same speaker's voice: once after a style prompt from another utterance of that
+# speaker ($y_{expr}$), once with no prompt ($y_{stab}$). **Stage 3's preference sets.**
+# $\mathcal T_{stab}=\{(x, y_{real}\succ y_{expr})\}$ and $\mathcal T_{expr}=\{(x, y_{real}\succ y_{stab})\}$;
+# each pair is scored in the context its negative came from (with the prompt for $\mathcal T_{stab}$,
+# without for $\mathcal T_{expr}$; the paper does not say).
+
+# %%
+core.show_source(experiment.style_switch_generations)
+core.show_source(experiment.preference_sets)
+
+# %%
+cfg = core.configure(experiment.EXPERIMENT_PROFILES, "smoke", experiment.EXPERIMENT_BOUNDS)
+data = experiment.seed_data(cfg, seed=0)
+generations = experiment.style_switch_generations(model, data, cfg, seed=0)
+sets = experiment.preference_sets(data, generations)
+assert len(sets["stab"]) == len(sets["expr"]) == len(data["real"])
+assert (sets["stab"].winner_ids == task.PS).any(dim=1).all()   # T_stab is scored after the style prompt
+assert not (sets["expr"].winner_ids == task.PS).any()          # T_expr without it
+pd.DataFrame({"set": ["T_stab", "T_expr"], "pairs": [len(sets["stab"]), len(sets["expr"])],
+              "context width": [sets["stab"].winner_ids.shape[1], sets["expr"].winner_ids.shape[1]]})
+
+# %% [markdown]
+# **The dual objective and stage 3.** $\mathcal L_{DGSA}=\lambda_s\mathcal L_{DPO}(\mathcal T_{stab})+\lambda_e
+# \mathcal L_{DPO}(\mathcal T_{expr})$ against the frozen SFT model; Standard DPO is the same call with
+# $\mathcal T_{expr}$ alone at weight 1.
+
+# %%
+core.show_source(method.dgsa_loss)
+core.show_source(method.align)
+
+# %%
+with torch.no_grad():
+    ref = {name: method.set_logprobs(model, pairs) for name, pairs in sets.items()}
+    batches = {name: (sets[name], *ref[name]) for name in sets}
+    at_start = method.dgsa_loss(model, batches, {"stab": 0.4, "expr": 0.6}, beta=0.1)
+    only_expr = method.dgsa_loss(model, batches, {"stab": 0.0, "expr": 1.0}, beta=0.1)
+assert torch.isclose(at_start, torch.log(torch.tensor(2.0)))  # pi = pi_ref: Delta = 0 for every pair
+assert torch.isclose(only_expr, torch.log(torch.tensor(2.0)))
+aligned, losses = method.align(model, sets, {"stab": 0.4, "expr": 0.6}, steps=n_align_steps, batch_pairs=8,
+                               lr=1e-3, beta=0.1, seed=0)
+assert abs(losses[0] - np.log(2)) < 1e-4 and losses[-1] < losses[0]
+assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), task.make_lm(seed=0).state_dict().values()))
+print(f"DGSA loss {losses[0]:.4f} -> {losses[-1]:.4f} in {n_align_steps} steps; the SFT model is unchanged")
+
+# %% [markdown]
+# ## Exercises
+#
+# **Exercise 1.** Write `mixture_entropy_slope(p_real, p_syn, alpha)`: the corrected slope in bits,
+# with tokens of zero mixture mass contributing nothing.
+
+# %% tags=["solution", "hide-input"]
+def mixture_entropy_slope(p_real, p_syn, alpha):
+    p_real, p_syn = np.asarray(p_real, float), np.asarray(p_syn, float)
+    mix = (1 - alpha) * p_real + alpha * p_syn
+    nz = mix > 0
+    return float(((p_syn[nz] - p_real[nz]) * -np.log2(mix[nz])).sum())
+
+
+# %%
+exercises.check_mixture_entropy_slope(mixture_entropy_slope)
+
+# %% [markdown]
+# **Exercise 2.** Write `dgsa_weights(alpha, alpha_star)`, returning `(lambda_s, lambda_e)`.
+
+# %% tags=["solution", "hide-input"]
+def dgsa_weights(alpha, alpha_star=0.5):
+    lambda_e = max(0.0, (alpha - alpha_star) / (1 - alpha_star))
+    return 1.0 - lambda_e, lambda_e
+
+
+# %%
+exercises.check_dgsa_weights(dgsa_weights)
+
+# %% [markdown]
+# **Exercise 3.** Write `prosodic_entropy(generations)`: $H_p$ in bits over all speech tokens and
+# pauses of a list of utterances (0 for no tokens).
+
+# %% tags=["solution", "hide-input"]
+def prosodic_entropy(generations):
+    pooled = np.concatenate([np.asarray(g, dtype=int) for g in generations])
+    pooled = pooled[pooled >= task.SIL]
+    if pooled.size == 0:
+        return 0.0
+    _, counts = np.unique(pooled, return_counts=True)
+    p = counts / counts.sum()
+    return float(-(p * np.log2(p)).sum())
+
+
+# %%
+exercises.check_prosodic_entropy(prosodic_entropy)
+
+# %% [markdown]
+# **Exercise 4 (open).** Score both preference sets without the prompt (change the `prompts` passed
+# for $\mathcal T_{stab}$ in `preference_sets`). What does DGSA then teach the prompted mode?
+#
+# ## Summary
+#
+# The toy's tokens carry a phoneme and a pitch, so the oracle decoder measures stability and token
+# entropy measures prosody. DGSA is three stages on top of SFT: generate with and without a style
+# prompt from the frozen model, pair the real recording against each, and minimise a weighted sum of
+# two DPO losses whose weights follow the synthetic ratio. The experiment runs it at $\alpha=0.8$.

@@ -1,0 +1,227 @@
+"""Tests of the tts_erosion chapter: the toy world, the metrics, the method's pieces, the claim values."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from replib.core.paths import load_chapter
+from replib.core.runtime import compute_threads
+from replib.papers.tts_erosion import exercises, experiment, method, task, theory
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny models: one thread is fastest and deterministic."""
+    with compute_threads(1):
+        yield
+
+
+# ---------------------------------------------------------------- the toy world
+
+def test_real_speech_follows_the_text_with_bounded_runs():
+    world = task.make_world(0)
+    rng = np.random.default_rng(1)
+    for text in task.sample_texts(50, world["chain"], rng, task.REAL_PHONEMES):
+        speech = task.real_speech(text, 3, 1.2, rng)
+        assert list(task.oracle_transcript(speech)) == list(text)
+        assert speech.min() >= task.SIL and speech.max() < task.VOCAB
+        runs = np.diff(np.flatnonzero(np.r_[True, speech[1:] != speech[:-1], True]))
+        assert runs.max() <= 3  # no natural run reaches R_rep's five
+
+
+def test_synthetic_speech_is_flat_and_exact():
+    text = np.array([3, 1, 14])
+    speech = task.synthetic_speech(text, 4)
+    assert list(speech) == [int(task.speech_token(p, b)) for p, b in [(3, 4), (3, 4), (1, 4), (1, 4), (14, 3), (14, 3)]]
+
+
+def test_corpus_gap_label_noise_and_same_speaker_prompts():
+    world = task.make_world(0)
+    rows = task.make_corpus("real", 400, world, np.random.default_rng(2), phonemes=task.REAL_PHONEMES,
+                            label_noise=0.1)
+    assert max(max(r["spoken"]) for r in rows) <= max(task.REAL_PHONEMES)  # the coverage gap
+    noisy = np.mean([(r["text"] != r["spoken"]).any() for r in rows])
+    assert 0.05 < noisy < 0.15
+    with_prompt = [r for r in rows if len(r["prompt"])]
+    assert 0.4 < len(with_prompt) / len(rows) < 0.6
+    for r in with_prompt[:30]:
+        sources = [s for s in rows if s["speaker"] == r["speaker"] and s is not r]
+        assert any((task.style_prompt(s["speech"]) == r["prompt"]).all() for s in sources)
+
+
+def test_training_sequence_and_padding():
+    ids, mask = task.training_sequence(np.array([1, 2]), np.array([30, 31]), np.array([40] * task.PROMPT_LEN))
+    assert list(ids[:2]) == [task.BOS, task.PS] and ids[-1] == task.EOS
+    assert list(ids[mask]) == [30, 31, task.EOS]
+    batch, batch_mask = task.pad_batch([(ids, mask), (ids[:5], mask[:5])])
+    assert batch.shape == (2, len(ids)) and (batch[1, 5:] == task.PAD).all() and not batch_mask[1, 5:].any()
+
+
+# ---------------------------------------------------------------- metrics
+
+def test_metrics_on_hand_made_sequences():
+    a, a2, b = (int(task.speech_token(p, q)) for p, q in [(1, 2), (1, 6), (2, 2)])
+    assert list(task.oracle_transcript(np.array([a, a2, task.SIL, b]))) == [1, 2]
+    assert task.per(np.array([a, b]), np.array([1, 2])) == 0.0
+    assert task.per(np.array([b]), np.array([1, 2, 3])) == pytest.approx(2 / 3)
+    assert task.prosodic_entropy([np.array([a, a, b, b])]) == pytest.approx(1.0)
+    assert task.prosodic_entropy([np.array([a]), np.array([b, a2, task.SIL])]) == pytest.approx(2.0)
+    assert task.repetition_rate([np.array([a] * 6)]) == 1.0
+    assert task.repetition_rate([np.array([a] * 4 + [b] * 4)]) == 0.0
+    assert task.pitch_std([np.array([a, a2])]) == pytest.approx(2.0)
+    assert task.pitch_js([np.array([a])], [np.array([a])]) == 0.0
+    assert task.pitch_js([np.array([a])], [np.array([a2])]) == pytest.approx(1.0)  # disjoint: 1 bit
+
+
+def test_model_is_masked_and_sampling_is_deterministic():
+    model = task.make_lm(0)
+    prefixes = [task.prefix(np.array([1, 2, 3, 4])), task.prefix(np.array([5, 6, 7, 8, 9]), np.full(8, 30))]
+    logits = model(torch.as_tensor(prefixes[0][None])).logits
+    assert (logits[..., task.TEXT0:task.SPEECH0] < -1e3).all() and (logits[..., task.BOS] < -1e3).all()
+    first = task.generate(model, prefixes, seed=3)
+    assert all(((g >= task.SPEECH0) | (g == task.SIL)).all() for g in first)
+    assert all((x == y).all() for x, y in zip(first, task.generate(model, prefixes, seed=3)))
+
+
+# ---------------------------------------------------------------- the method
+
+def test_mixture_entropy_slope_and_end_slopes():
+    rng = np.random.default_rng(0)
+    p, q = rng.dirichlet(np.ones(5)), rng.dirichlet(np.ones(5))
+    for alpha in (0.1, 0.5, 0.9):
+        numeric = theory.finite_difference(p, q, alpha, h=1e-6)
+        assert method.mixture_entropy_slope(p, q, alpha) == pytest.approx(numeric, abs=1e-6)
+    h0, h1 = method.endpoint_slopes(p, q)
+    assert h0 == pytest.approx(method.mixture_entropy_slope(p, q, 0.0))
+    assert h1 == pytest.approx(method.mixture_entropy_slope(p, q, 1.0))
+    assert h1 == pytest.approx(method.entropy(q) - method.cross_entropy(p, q))
+    assert method.endpoint_slopes(np.array([0.5, 0.5, 0.0]), np.array([0.5, 0.0, 0.5]))[0] == math.inf
+
+
+def test_interior_peak_needs_a_gap():
+    p_real = np.array([0.4, 0.3, 0.2, 0.1, 0.0])
+    gap = np.array([0.6, 0.0, 0.0, 0.0, 0.4])
+    mode = np.array([0.8, 0.2, 0.0, 0.0, 0.0])
+    star = theory.peak_alpha(p_real, gap)
+    assert 0 < star < 1 and abs(method.mixture_entropy_slope(p_real, gap, star)) < 1e-8
+    assert theory.peak_alpha(p_real, mode) == 0.0  # H(p_syn) != H(p_real) is not enough
+
+
+def test_dgsa_weights():
+    assert method.dgsa_weights(0.2) == (1.0, 0.0)
+    assert method.dgsa_weights(0.8) == pytest.approx((0.4, 0.6))
+    assert method.dgsa_weights(0.65, alpha_star=0.3) == pytest.approx((0.5, 0.5))
+
+
+def test_dpo_loss_by_hand():
+    w, lo, rw, rl = (torch.tensor([v]) for v in (-2.0, -3.0, -2.5, -2.0))
+    delta = (-2.0 + 2.5) - (-3.0 + 2.0)  # 1.5
+    expected = -math.log(1 / (1 + math.exp(-0.5 * delta)))
+    assert method.dpo_loss(w, lo, rw, rl, beta=0.5).item() == pytest.approx(expected)
+
+
+def _tiny_sets(model):
+    rng = np.random.default_rng(0)
+    world = task.make_world(0)
+    rows = task.make_corpus("real", 6, world, rng, phonemes=task.REAL_PHONEMES, prompt_share=1.0)
+    gens = {"prompts": [task.style_prompt(r["speech"]) for r in rows],
+            "expr": task.generate(model, [task.prefix(r["text"], task.style_prompt(r["speech"])) for r in rows], seed=1),
+            "stab": task.generate(model, [task.prefix(r["text"]) for r in rows], seed=2)}
+    return experiment.preference_sets({"real": rows}, gens)
+
+
+def test_preference_sets_and_dgsa_loss_by_hand():
+    model = task.make_lm(0)
+    sets = _tiny_sets(model)
+    assert (sets["stab"].winner_ids == task.PS).any(dim=1).all() and not (sets["expr"].loser_ids == task.PS).any()
+    perturbed = task.make_lm(1)
+    with torch.no_grad():
+        ref = {k: method.set_logprobs(model, s) for k, s in sets.items()}
+        batches = {k: (sets[k], *ref[k]) for k in sets}
+        got = method.dgsa_loss(perturbed, batches, {"stab": 0.4, "expr": 0.6}, beta=0.1)
+        parts = {k: method.dpo_loss(*method.set_logprobs(perturbed, sets[k]), *ref[k], beta=0.1) for k in sets}
+        assert got.item() == pytest.approx((0.4 * parts["stab"] + 0.6 * parts["expr"]).item(), rel=1e-5)
+        only = method.dgsa_loss(perturbed, batches, {"stab": 0.0, "expr": 1.0}, beta=0.1)
+        assert only.item() == pytest.approx(parts["expr"].item(), rel=1e-5)
+
+
+def test_align_copies_and_learns():
+    model = task.make_lm(0)
+    sets = _tiny_sets(model)
+    before = [p.clone() for p in model.parameters()]
+    aligned, losses = method.align(model, sets, {"stab": 0.4, "expr": 0.6}, steps=4, batch_pairs=4, lr=1e-3,
+                                   beta=0.1, seed=0)
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    assert losses[0] == pytest.approx(math.log(2), abs=1e-5) and losses[-1] < losses[0]
+
+
+def test_categorical_dpo_feeds_the_error_outcome_only_without_the_stability_pair():
+    pi_ref = np.array([0.2, 0.6, 0.2])
+    pairs = {"expr": (0, 1), "stab": (0, 2)}
+    dpo = theory.categorical_dpo(pi_ref, pairs, {"expr": 1.0}, beta=0.1, steps=20, lr=1.0)
+    dgsa = theory.categorical_dpo(pi_ref, pairs, {"stab": 0.4, "expr": 0.6}, beta=0.1, steps=20, lr=1.0)
+    assert dpo[:, 2].max() > 0.2 > dgsa[-1, 2]
+    assert np.allclose(dpo.sum(axis=1), 1.0)
+
+
+# ---------------------------------------------------------------- the experiment
+
+def test_sweep_design():
+    assert [experiment.n_synthetic(a, 300, 1500) for a in (0.0, 0.25, 0.5, 0.8, 1.0)] == [0, 100, 300, 1200, 1500]
+    cfg = experiment.EXPERIMENT_PROFILES["book"]
+    from types import SimpleNamespace
+    assert experiment.alpha_grid(SimpleNamespace(alphas=[0.5], align_alpha=0.8)) == [0.0, 0.5, 0.8, 1.0]
+    assert cfg["alphas"] == [0.0, 0.25, 0.5, 0.8, 1.0]
+
+
+def test_claim_values_by_hand():
+    from types import SimpleNamespace
+
+    cfg = SimpleNamespace(seeds=[0, 1], align_alpha=0.8)
+    alphas = [0.0, 0.25, 0.5, 0.8, 1.0]
+    per = {0: [0.5, 0.3, 0.2, 0.15, 0.05], 1: [0.6, 0.2, 0.3, 0.1, 0.12]}
+    hp = {0: [6.0, 6.2, 6.1, 5.9, 5.7], 1: [6.1, 6.0, 6.3, 6.25, 5.8]}
+    sweep = pd.DataFrame([{"seed": s, "alpha": a, "per": per[s][k], "hp": hp[s][k]}
+                          for s in (0, 1) for k, a in enumerate(alphas)])
+    rows = {0: {"sft": (0.15, 5.9, 0.010, 0.10), "dpo": (0.40, 6.3, 0.005, 0.02), "dgsa": (0.30, 6.2, 0.002, 0.03)},
+            1: {"sft": (0.10, 6.25, 0.004, 0.08), "dpo": (0.20, 6.30, 0.006, 0.05), "dgsa": (0.25, 6.40, 0.01, 0.09)}}
+    aligned = pd.DataFrame([{"seed": s, "method": m, "per": v[0], "hp": v[1], "rep": v[2], "js": v[3]}
+                            for s in rows for m, v in rows[s].items()])
+    p_real, p_syn = np.array([0.5, 0.5, 0.0]), np.array([0.5, 0.0, 0.5])
+    results = {"sweep": sweep, "aligned": aligned, "distributions": {0: (p_real, p_syn), 1: (p_syn, p_real)}}
+    values = experiment.claim_values(results, cfg)
+    declared = {c["id"] for c in load_chapter("tts_erosion")["claims"]}
+    assert set(values[0]) == set(values[1]) == declared
+    peak_gain = method.mixture_entropy(p_real, p_syn, 0.5) - 1.0  # symmetric: the peak is at 0.5, both ends 1 bit
+    expected = {
+        0: {"p1_sft_learns": 0.15, "d1_data_entropy_peak": peak_gain, "h1_per_falls": -1.0,
+            "h2_hp_rises": 0.2, "h3_hp_falls_at_one": 0.5, "h4_hp_falls_at_80": 0.3,
+            "h5_dgsa_keeps_per": 0.15, "h6_dgsa_raises_hp": 0.3, "m1_dpo_loses_per": 0.10,
+            "m2_dpo_raises_hp": 0.4, "m3_dgsa_closer_to_real": -0.07, "x1_dgsa_repetition": -0.8,
+            "x2_peak_alpha": 0.25},
+        1: {"p1_sft_learns": 0.10, "d1_data_entropy_peak": peak_gain, "h1_per_falls": -0.8,
+            "h2_hp_rises": 0.2, "h3_hp_falls_at_one": 0.5, "h4_hp_falls_at_80": 0.05,
+            "h5_dgsa_keeps_per": 0.15, "h6_dgsa_raises_hp": 0.15, "m1_dpo_loses_per": -0.05,
+            "m2_dpo_raises_hp": 0.05, "m3_dgsa_closer_to_real": 0.01, "x1_dgsa_repetition": 0.6,
+            "x2_peak_alpha": 0.5},
+    }
+    for seed in (0, 1):
+        for cid, want in expected[seed].items():
+            assert values[seed][cid] == pytest.approx(want, abs=1e-9), (seed, cid)
+
+
+# ---------------------------------------------------------------- exercises
+
+def test_graders_accept_the_reference_and_reject_a_wrong_answer():
+    exercises.check_mixture_entropy_slope(method.mixture_entropy_slope)
+    exercises.check_dgsa_weights(method.dgsa_weights)
+    exercises.check_prosodic_entropy(task.prosodic_entropy)
+    with pytest.raises(AssertionError, match="case"):
+        exercises.check_mixture_entropy_slope(lambda p, q, a: -method.mixture_entropy_slope(p, q, a))  # Eq. 22
+    with pytest.raises(AssertionError, match="case"):
+        exercises.check_dgsa_weights(lambda a, s: (0.5, 0.5))
+    with pytest.raises(AssertionError, match="case"):
+        exercises.check_prosodic_entropy(lambda g: task.prosodic_entropy(g) / np.log2(np.e))  # nats
