@@ -1,0 +1,265 @@
+"""Unit tests of replib.papers.reaugment (model-zoo anchors, VMAE, REINFORCE stage, claim values)."""
+
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from replib.core import configure, load_chapter
+from replib.models.mlp import MLP
+from replib.papers.reaugment import baselines, exercises, experiment, method, task, theory
+
+# ---- the task ---------------------------------------------------------------------------------
+
+
+def test_series_lengths_and_first_values():
+    assert len(task.load_series("elnino")) == 732 and task.load_series("elnino")[:2].tolist() == [23.11, 24.2]
+    assert len(task.load_series("sunspots")) == 309 and task.load_series("sunspots")[:3].tolist() == [5, 11, 16]
+    co2 = task.load_series("co2")
+    assert len(co2) == 525 and co2[0] == pytest.approx(317.2 - 316.1)
+    with pytest.raises(ValueError, match="valid"):
+        task.load_series("airline")
+
+
+def test_windows_standardise_on_training_period_and_never_leak():
+    series = np.arange(100.0)
+    win = task.make_windows(series, lookback=4, horizon=2, train_frac=0.7, n_shot=10)
+    z = (series - series[:70].mean()) / series[:70].std()
+    assert win["train"].shape == (10, 6) and np.allclose(win["train"][3], z[3:9])
+    assert win["n_train_total"] == 65 and win["test"].shape == (25, 6)
+    assert np.allclose(win["test"][0], z[70:76])  # test windows start after the training period
+    x, y = task.split_window(win["train"], 4)
+    assert x.shape == (10, 4) and y.shape == (10, 2)
+    with pytest.raises(ValueError, match="fewer than n_shot"):
+        task.make_windows(series, lookback=4, horizon=2, n_shot=70)
+
+
+def test_forecaster_bank_matches_the_shared_mlp_and_trains_members_independently():
+    bank = task.ForecasterBank([3, 7], lookback=5, horizon=2, hidden=8)
+    x = torch.randn(4, 5, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        assert torch.allclose(bank(x)[0], MLP([5, 8, 2], seed=3)(x), atol=1e-6)
+        assert bank(x).shape == (2, 4, 2)
+    w = np.random.default_rng(0).standard_normal((6, 7))
+    alone = task.ForecasterBank([7], 5, 2, 8)
+    task.fit_forecasters(alone, w[:4], epochs=15)
+    both = task.ForecasterBank([3, 7], 5, 2, 8)
+    weights = np.array([[1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 0, 0]], dtype=float)  # member 1 sees the first 4
+    task.fit_forecasters(both, w, weights, epochs=15)
+    assert torch.allclose(both.w1[1], alone.w1[0], atol=1e-5) and torch.allclose(both.b2[1], alone.b2[0], atol=1e-5)
+    assert task.forecast_mse(both, w).shape == (2,)
+
+
+# ---- stage 0 ------------------------------------------------------------------------------------
+
+
+def test_kfold_zoo_variance_anchors_and_fold_gap_by_hand():
+    folds = method.kfold_assignment(10, 3, np.random.default_rng(1))
+    assert sorted(np.bincount(folds).tolist()) == [3, 3, 4]
+    errors = torch.tensor([[1.0, 2.0, 3.0], [3.0, 2.0, 0.0]])
+    assert torch.allclose(method.zoo_variance(errors), torch.tensor([1.0, 0.0, 2.25]))
+    assert method.select_anchors([0.5, 3.0, 1.0, 2.0], 0.5).tolist() == [1, 3]
+    assert method.select_anchors([0.5, 3.0, 1.0], 0.1).tolist() == [1]  # at least one
+    e = np.array([[1.0, 4.0, 2.0], [3.0, 6.0, 2.0], [5.0, 8.0, 8.0]])
+    oof, inf = method.fold_gap(e, np.array([2, 0, 1]))
+    assert oof.tolist() == [5.0, 4.0, 2.0] and inf.tolist() == [2.0, 7.0, 5.0]
+
+
+def test_zoo_errors_use_forward_passes_of_any_callable():
+    def zoo(x):
+        return torch.stack([x[:, :1].repeat(1, 2), torch.zeros(len(x), 2)])
+
+    w = np.array([[1.0, 1.0, 3.0], [2.0, 0.0, 0.0]])
+    e = method.zoo_errors(zoo, w, lookback=1)
+    assert torch.allclose(e, torch.tensor([[2.0, 4.0], [5.0, 0.0]]))
+
+
+# ---- stage A ------------------------------------------------------------------------------------
+
+
+def test_contiguous_mask_and_gaussian_kl():
+    m = method.contiguous_mask(300, 20, 0.25, torch.Generator().manual_seed(0))
+    assert torch.all(m.sum(1) == 5) and torch.all((m.diff(dim=1) != 0).sum(1) <= 2)
+    assert m[:, 0].any() and m[:, -1].any()
+    z = torch.zeros(1, 2)
+    assert float(method.gaussian_kl(z, z, z, z)) == 0.0
+    # one dimension: q = N(1, e^0), p = N(0, e^1): 0.5 (1 - 0 + (1 + 1) / e - 1) = 1 / e
+    kl = method.gaussian_kl(torch.tensor([[1.0]]), torch.tensor([[0.0]]), torch.tensor([[0.0]]), torch.tensor([[1.0]]))
+    assert float(kl) == pytest.approx(1 / np.e, rel=1e-6)
+
+
+def test_vmae_trains_generates_deterministically_and_clamps_the_prior():
+    w = np.sin(np.linspace(0, 20, 30 * 12)).reshape(30, 12)
+    model = method.VMAE(12, latent=3, hidden=16, seed=0)
+    hist = method.train_vmae(model, w, steps=150, lr=5e-3, seed=1)
+    assert hist[-1]["reconstruction"] < 0.3 * hist[0]["reconstruction"]
+    a = method.generate(model, w[:3], 2, seed=4)
+    assert a.shape == (6, 12) and np.array_equal(a, method.generate(model, w[:3], 2, seed=4))
+    big = torch.full((2, 12), 1e3)
+    _, logvar = model.prior_params(big, torch.zeros(2, 12))
+    assert float(logvar.detach().min()) >= -6.0 and float(logvar.detach().max()) <= 2.0
+
+
+# ---- stage B ------------------------------------------------------------------------------------
+
+
+def _constant_zoo(x):
+    return torch.stack([torch.zeros(len(x), 2), torch.ones(len(x), 2)])
+
+
+def test_zoo_reward_by_hand():
+    anchor = torch.tensor([[5.0, 0.0, 0.0]])
+    moved = torch.tensor([[5.0, 1.0, 1.0]])  # member errors 1 and 0 -> variance 0.25; distance 2/3
+    r = method.zoo_reward(_constant_zoo, moved, anchor, lookback=1, lam=0.3, d0=0.5, eps=1e-4)
+    assert float(r["variance"]) == pytest.approx(0.25)
+    assert float(r["distance"]) == pytest.approx(2 / 3)
+    assert float(r["reward"]) == pytest.approx(np.log(0.25 + 1e-4) - 0.3 * (2 / 3) / 0.5)
+
+
+def test_rl_finetune_moves_only_the_prior_and_is_deterministic():
+    w = np.cos(np.linspace(0, 15, 20 * 6)).reshape(20, 6)
+    model = method.VMAE(6, latent=2, hidden=8, seed=0)
+    method.train_vmae(model, w, steps=30, seed=1)
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    other = method.VMAE(6, latent=2, hidden=8, seed=0)
+    other.load_state_dict(state)
+    zoo = task.ForecasterBank([0, 1, 2], lookback=4, horizon=2, hidden=8)
+    h1, d0 = method.rl_finetune(model, zoo, w[:5], 4, iterations=5, samples_per_anchor=3, seed=2)
+    h2, _ = method.rl_finetune(other, zoo, w[:5], 4, iterations=5, samples_per_anchor=3, seed=2)
+    assert h1 == h2 and d0 > 0 and len(h1) == 5
+    after = model.state_dict()
+    assert all(torch.equal(after[k], state[k]) for k in state if not k.startswith("prior."))
+    assert any(not torch.equal(after[k], state[k]) for k in state if k.startswith("prior."))
+    assert all(p.grad is None for p in zoo.parameters())
+
+
+# ---- baselines and stage C ----------------------------------------------------------------------
+
+
+def test_baselines_by_hand():
+    x = np.array([[1.0, 2.0, 3.0, 6.0]])
+    assert baselines.lookback_mean_forecast(x, 3).tolist() == [[3.0, 3.0, 3.0]]
+    assert baselines.seasonal_naive_forecast(x, 5, 2).tolist() == [[3.0, 6.0, 3.0, 6.0, 3.0]]
+    w = np.zeros((2000, 10))
+    assert abs(baselines.jitter(w, 0.1, np.random.default_rng(0)).std() - 0.1) < 0.002
+
+
+def test_augmented_sets_pad_and_weight():
+    train = np.ones((3, 4))
+    gen = {m: np.full((2 + i, 4), float(i + 2)) for i, m in enumerate(experiment.METHODS[1:])}
+    sets, weights = experiment.augmented_sets(train, gen)
+    assert sets.shape == (5, 8, 4) and weights.sum(1).tolist() == [3, 5, 6, 7, 8]
+    assert np.all(sets[0, 3:] == 0) and np.all(sets[3, 3:7] == 4.0) and np.all(sets[:, :3] == 1.0)
+
+
+# ---- theory ---------------------------------------------------------------------------------------
+
+
+def test_theory_helpers():
+    x = np.linspace(-1, 1, 20)
+    zoo = theory.polynomial_zoo(x, x**2, k=4, degree=2, ridge=1e-8, rng=np.random.default_rng(0))
+    assert zoo["errors"].shape == (4, 20) and zoo["errors"].max() < 1e-10  # exact fit of a quadratic
+    est = theory.gradient_estimates(0.0, 1.0, lambda z: z, n=8, batches=4000, rng=np.random.default_rng(1),
+                                    reward_grad=np.ones_like)
+    assert abs(est["score"].mean() - 1.0) < 0.05 and np.all(est["reparam"] == 1.0)
+    assert abs(est["baseline"].mean() - 7 / 8) < 0.05  # the self-inclusive batch mean: (n - 1) / n
+    anchor = np.zeros(2)
+    assert theory.shaped_reward(np.array([[1.0, 0.0]]), anchor, "unbounded", 0.3)[0] == pytest.approx(0.51 - 0.3)
+    assert theory.shaped_reward(np.array([[1.0, 0.0]]), anchor, "log", 0.3, d0=2.0, eps=0.0)[0] == pytest.approx(
+        np.log(0.51) - 0.15)
+    with pytest.raises(ValueError):
+        theory.shaped_reward(anchor, anchor, "square", 0.3)
+
+
+# ---- exercises ------------------------------------------------------------------------------------
+
+
+def test_graders_accept_the_reference_and_reject_a_wrong_answer():
+    exercises.check_fold_gap(method.fold_gap)
+    exercises.check_gaussian_kl(method.gaussian_kl)
+    with pytest.raises(AssertionError, match="case"):
+        exercises.check_fold_gap(lambda e, f: (np.asarray(e).max(0), np.asarray(e).mean(0)))
+    with pytest.raises(AssertionError, match="case"):
+        exercises.check_gaussian_kl(lambda mq, lq, mp, lp: 0.5 * ((mq - mp) ** 2).sum(-1))
+
+
+# ---- profiles and claim values -------------------------------------------------------------------
+
+
+def test_profiles_share_keys_and_bounds_refuse_bad_values():
+    keys = {k: set(v) for k, v in experiment.EXPERIMENT_PROFILES.items()}
+    assert keys["smoke"] == keys["book"] == keys["paper"]
+    with pytest.raises(ValueError, match="allowed"):
+        configure(experiment.EXPERIMENT_PROFILES, "smoke", experiment.EXPERIMENT_BOUNDS, epochs=-5)
+    with pytest.raises(ValueError, match="allowed"):
+        configure(experiment.EXPERIMENT_PROFILES, "smoke", experiment.EXPERIMENT_BOUNDS, datasets=["airline"])
+
+
+def _hand_results():
+    """Two seeds with different numbers; every quantity a claim reads, chosen for hand arithmetic."""
+    mse, untuned, ref, gen, win = [], [], [], [], []
+    base = {"none": 1.0, "jitter": 0.9, "vmae": 1.25, "reaugment": 1.2, "random_anchors": 0.96}
+    for seed, scale in [(0, 1.0), (1, 2.0)]:
+        for d, name in enumerate(("elnino", "sunspots", "co2")):
+            for method_name, value in base.items():
+                v = value * (1 + 0.5 * d) * scale
+                if seed == 1 and name == "sunspots" and method_name == "reaugment":
+                    v = 0.8 * 1.5 * 2.0  # reaugment below none on this one
+                for init, delta in [(0, -0.1), (1, 0.1)]:  # mean over inits = v
+                    mse.append({"seed": seed, "dataset": name, "method": method_name, "init": init, "mse": v + delta})
+                    if name != "co2":
+                        untuned.append({"seed": seed, "dataset": name, "method": method_name, "init": init,
+                                        "mse": (v + delta) * (0.5 if method_name == "none" else 0.4)})
+            ref.append({"seed": seed, "dataset": name, "lookback_mean": 2.0 * (1 + 0.5 * d) * scale,
+                        "reconstruction": 0.01 * (d + 1) * scale})
+            for method_name, var, dist in [("vmae", 1.0, 0.01), ("reaugment", 1.5 + d + seed, 0.02 * (d + 1)),
+                                           ("random_anchors", 0.5, 0.03)]:
+                gen.append({"seed": seed, "dataset": name, "method": method_name, "zoo_variance": var,
+                            "distance": dist})
+            # anchors: out/in = (6 + 2 seed) / 2; others: 2 / 1 (d = 0) or 3 / 1 (d > 0)
+            for i, (anchor, oof, inf) in enumerate([(True, 4.0 + 2 * seed, 1.0), (True, 8.0 + 2 * seed, 3.0),
+                                                    (False, 2.0 if d == 0 else 3.0, 1.0), (False, 2.0 if d == 0 else 3.0, 1.0)]):
+                win.append({"seed": seed, "dataset": name, "index": i, "anchor": anchor, "out_of_fold": oof,
+                            "in_fold": inf})
+    return {"mse": pd.DataFrame(mse), "untuned_mse": pd.DataFrame(untuned), "reference": pd.DataFrame(ref),
+            "generated": pd.DataFrame(gen), "windows": pd.DataFrame(win)}
+
+
+def test_claim_values_by_hand_and_ids_match_chapter_yml():
+    values = experiment.claim_values(_hand_results(), SimpleNamespace(seeds=[0, 1]))
+    ids = {c["id"] for c in load_chapter("reaugment")["claims"]}
+    assert set(values) == {0, 1} and all(set(v) == ids for v in values.values())
+    s0, s1 = values[0], values[1]
+    # p1: none / look-back mean = 1 / 2 on both data sets, both seeds
+    assert s0["p1_forecaster_learns"] == pytest.approx(0.5) and s1["p1_forecaster_learns"] == pytest.approx(0.5)
+    # p2: max reconstruction over elnino (0.01 scale) and sunspots (0.02 scale)
+    assert s0["p2_generator_reconstructs"] == pytest.approx(0.02) and s1["p2_generator_reconstructs"] == pytest.approx(0.04)
+    # c1: anchors' out/in = (12 + 4 seed) / 4; others 2 (elnino) or 3 (sunspots); min over the two
+    assert s0["c1_variance_flags_overfitting"] == pytest.approx(3.0 / 3.0)
+    assert s1["c1_variance_flags_overfitting"] == pytest.approx(4.0 / 3.0)
+    # c2a: mean over elnino, sunspots of (1.5 + d + seed) / 1
+    assert s0["c2a_rl_raises_zoo_variance"] == pytest.approx(2.0) and s1["c2a_rl_raises_zoo_variance"] == pytest.approx(3.0)
+    assert s0["c2b_rl_stays_near_anchors"] == pytest.approx(0.04)
+    # h1: seed 0 1.2 on both; seed 1 mean(1.2, 0.8)
+    assert s0["h1_vs_no_augmentation"] == pytest.approx(1.2) and s1["h1_vs_no_augmentation"] == pytest.approx(1.0)
+    # h2: max over the two of reaugment / vmae: seed 0 1.2 / 1.25; seed 1 max(0.96, 0.8 / 1.25)
+    assert s0["h2_vs_generator_without_rl"] == pytest.approx(0.96) and s1["h2_vs_generator_without_rl"] == pytest.approx(0.96)
+    # c3: reaugment / jitter
+    assert s0["c3_vs_jitter"] == pytest.approx(1.2 / 0.9) and s1["c3_vs_jitter"] == pytest.approx((1.2 / 0.9 + 0.8 / 0.9) / 2)
+    # m1: random / reaugment
+    assert s0["m1_random_anchors"] == pytest.approx(0.8) and s1["m1_random_anchors"] == pytest.approx((0.8 + 1.2) / 2)
+    assert s0["m2_co2"] == pytest.approx(1.2) and s1["m2_co2"] == pytest.approx(1.2)
+    # untuned: every method x 0.4 except none x 0.5
+    assert s0["m3_untuned_vs_no_augmentation"] == pytest.approx(1.2 * 0.8)
+    assert s1["m3_untuned_vs_no_augmentation"] == pytest.approx((1.2 + 0.8) / 2 * 0.8)
+    assert s0["m4_untuned_vs_generator_without_rl"] == pytest.approx(0.96)
+
+
+def test_claim_values_without_the_untuned_run_give_nan_for_m3_m4_only():
+    results = _hand_results()
+    results.pop("untuned_mse")
+    values = experiment.claim_values(results, SimpleNamespace(seeds=[0]))[0]
+    assert np.isnan(values["m3_untuned_vs_no_augmentation"]) and np.isnan(values["m4_untuned_vs_generator_without_rl"])
+    assert not np.isnan(values["h1_vs_no_augmentation"])
