@@ -1,0 +1,275 @@
+"""Unit tests of replib.papers.hypertrack (the evaluation kit, the RFT pieces, MiniGUI, claim_values)."""
+
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import yaml
+from scipy import stats
+
+from replib.core.paths import require_repo_root
+from replib.papers.hypertrack import exercises, experiment, method, task, theory
+
+
+def kit(types, points=None, boxes=None, directions=None, texts=None):
+    n = len(types)
+    return {"type": np.array(types, dtype=object),
+            "point": np.full((n, 2), np.nan) if points is None else np.array(points, dtype=float),
+            "box": np.zeros((n, 4)) if boxes is None else np.array(boxes, dtype=float),
+            "direction": np.array(directions or [""] * n, dtype=object),
+            "text": np.array(texts or [""] * n, dtype=object)}
+
+
+# ---- the kit's rules ------------------------------------------------------------------------
+
+def test_click_rule_enlarged_box_and_distance():
+    box = [0.5, 0.5, 0.2, 0.1]
+    gt = kit(["click"] * 5, boxes=[box] * 4 + [[0.3, 0.3, 0, 0]])
+    pred = kit(["click"] * 5, points=[[0.5, 0.5], [0.615, 0.5], [0.625, 0.5], [0.5, 0.565], [0.3 + 0.13, 0.3]])
+    tm, em = method.step_match(pred, gt)
+    assert tm.all()
+    assert em.tolist() == [True, True, False, False, True]
+    far = kit(["click"], points=[[0.3 + 0.15, 0.3]])
+    assert not method.step_match(far, kit(["click"], boxes=[[0.3, 0.3, 0, 0]]))[1][0]
+
+
+def test_type_relabel_text_and_scroll_rules():
+    gt = kit(["click", "type", "scroll", "open", "stop", "scroll"], directions=["", "", "down", "", "", "up"],
+             texts=["", "party", "", "ab", "", ""])
+    pred = kit(["type", "type", "scroll", "open", "stop", "click"], directions=["", "", "down", "", "", ""],
+               texts=["x", " ART ", "", "b", "", ""])
+    tm, em = method.step_match(pred, gt)
+    assert tm.tolist() == [True, True, True, True, True, False]
+    assert em.tolist() == [False, True, True, True, True, False]  # "art" in "party", "b" in "ab"
+    assert not method.text_match([""], ["party"])[0]
+
+
+def test_episode_metrics_by_hand():
+    out = method.episode_metrics([True, False, True, True, True, True, False], [3, 3, 3, 5, 5, 7, 7])
+    assert out["episode"].tolist() == [3, 5, 7]
+    assert out["success"].tolist() == [0.0, 1.0, 0.0]
+    assert np.allclose(out["goal_progress"], [1 / 3, 1.0, 0.5])
+
+
+def test_soeval_history_keeps_own_only_when_correct():
+    ref = np.array([[1, 2, 3], [4, 5, 6]])
+    own = np.array([[1, 9, 3], [0, 0, 0]])
+    assert method.soeval_history(ref, own, [True, False]).tolist() == [[1, 9, 3], [4, 5, 6]]
+    assert method.soeval_history(ref, own, [False, True]).tolist() == [[1, 2, 3], [0, 0, 0]]
+
+
+def test_reward_is_stricter_than_em():
+    gt = kit(["click", "click", "type", "scroll", "stop"], boxes=[[0.5, 0.5, 0.2, 0.1]] * 2 + [[0] * 4] * 3,
+             directions=["", "", "", "down", ""], texts=["", "", "party", "", ""])
+    pred = kit(["click", "click", "type", "scroll", "type"], points=[[0.55, 0.5], [0.61, 0.5]] + [[np.nan] * 2] * 3,
+               directions=["", "", "", "up", ""], texts=["", "", "art", "", "x"])
+    assert method.action_reward(pred, gt).tolist() == [2.0, 1.0, 1.0, 1.0, 0.0]
+    assert method.step_match(pred, gt)[1].tolist() == [True, True, True, False, False]
+
+
+# ---- RFT pieces -----------------------------------------------------------------------------
+
+def test_dynamic_sampling_and_group_advantages():
+    r = np.array([[1, 1, 1], [0, 2, 1], [2, 2, 0]])
+    assert method.dynamic_sampling(r).tolist() == [False, True, True]
+    assert theory.zero_signal_share(0.9, 16) == pytest.approx(0.9 ** 16 + 0.1 ** 16)
+
+
+def test_dapo_loss_clip_higher_and_token_average():
+    old = torch.log(torch.full((2, 2), 0.5))
+    new = torch.log(torch.tensor([[0.8, 0.6], [0.35, 0.5]]))  # ratios 1.6, 1.2 | 0.7, 1.0
+    mask = torch.tensor([[1.0, 1.0], [1.0, 0.0]])
+    loss = method.dapo_loss(new, old, torch.tensor([2.0, -1.0]), mask, 0.2, 0.3)
+    # A=2: min(3.2, 2.6)=2.6, min(2.4, 2.4)=2.4; A=-1, rho=0.7: min(-0.7, -0.8)=-0.8; 3 tokens
+    assert float(loss) == pytest.approx(-(2.6 + 2.4 - 0.8) / 3, abs=1e-6)
+    symmetric = method.dapo_loss(new, old, torch.tensor([2.0, -1.0]), mask, 0.2, 0.2)
+    assert float(symmetric) == pytest.approx(-(2.4 + 2.4 - 0.8) / 3, abs=1e-6)
+
+
+def test_sft_loss_is_token_mean():
+    logp = torch.log(torch.tensor([[0.5, 0.25, 1.0], [0.5, 1.0, 1.0]]))
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
+    assert float(method.sft_loss(logp, mask)) == pytest.approx((np.log(2) + np.log(4) + np.log(2)) / 3)
+
+
+# ---- MiniGUI --------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def small():
+    world = task.make_world(0)
+    tasks = task.sample_tasks(world, world.apps("train"), 12, np.random.default_rng(0))
+    return world, tasks
+
+
+def test_reference_track_is_exact_and_solves_the_phone(small):
+    world, tasks = small
+    for device in ("phone", "tablet"):
+        rows = task.record_episodes(world, tasks, device)
+        tm, em = method.step_match(task.to_kit(rows["action"]), task.gt_kit(rows))
+        assert tm.all() and em.all()
+        lengths = rows["length"][rows["step"] == 0]
+        assert lengths.min() >= 5 and lengths.max() <= 7
+        assert np.all(rows["ambiguous"] == (rows["screen"] == 3))
+        for e, t in enumerate(tasks):
+            phone = task.Phone(world, t, device)
+            phone.reset()
+            for a in rows["action"][rows["episode"] == e]:
+                done = phone.step(a)
+            assert done and phone.success
+
+
+def test_phone_failures(small):
+    world, tasks = small
+    t = tasks[0]
+    phone = task.Phone(world, t, "phone")
+    phone.reset()
+    other = [n for n in range(len(task.LETTERS)) if n != world.names[t[0], 0]][0]
+    assert phone.step([task.OPEN, other, world.names[t[0], 1]]) and not phone.success
+    phone.reset()
+    assert not phone.step([task.OPEN, *world.names[t[0]]])
+    assert not phone.step([task.CLICK, 0, 0])  # empty space (the corner) does nothing
+    assert phone.screen == 1 and phone.step([task.STOP, -1, -1]) and not phone.success  # stop on the main screen
+
+
+def test_form_is_ambiguous_without_history(small):
+    world, tasks = small
+    rows = task.record_episodes(world, tasks, "phone")
+    form = np.flatnonzero(rows["screen"] == 3)
+    typing, stopping = form[::2], form[1::2]
+    assert np.array_equal(rows["elements"][typing], rows["elements"][stopping])
+    assert not np.array_equal(task.history_features(rows["prev"][typing]), task.history_features(rows["prev"][stopping]))
+
+
+def test_policy_tokens_and_sampling(small):
+    world, tasks = small
+    rows = task.record_episodes(world, tasks, "phone")
+    obs = task.observe(rows)
+    policy = task.GUIPolicy(seed=1)
+    logp, mask = policy.token_logprobs(obs, rows["action"])
+    counts = {task.OPEN: 3, task.CLICK: 2, task.SCROLL: 2, task.TYPE: 2, task.STOP: 1}
+    assert mask.sum(1).tolist() == [counts[k] for k in rows["action"][:, 0]]
+    with torch.no_grad():
+        out = policy(obs)
+    logp = logp.detach()
+    i = int(np.flatnonzero(rows["action"][:, 0] == task.CLICK)[0])
+    x, y = rows["action"][i, 1:]
+    assert float(logp[i, 1]) == pytest.approx(float(out["point"][i, x * task.N_BINS + y]))
+    assert float(logp[i, 0]) == pytest.approx(float(out["kind"][i, task.CLICK]))
+    assert torch.allclose(out["point"].exp().sum(1), torch.ones(len(rows["step"])), atol=1e-4)
+    actions = policy.sample(obs, torch.Generator().manual_seed(0))
+    assert np.all((actions[:, 0] != task.CLICK) | ((actions[:, 1] >= 0) & (actions[:, 2] >= 0)))
+    assert np.all(actions[actions[:, 0] == task.STOP][:, 1:] == -1)
+
+
+def test_protocols_on_scripted_agents(small):
+    world, tasks = small
+    rows = task.record_episodes(world, tasks, "phone")
+    stop = lambda o: np.tile([task.STOP, -1, -1], (len(o["mask"]), 1))  # noqa: E731
+    result = task.evaluate(stop, world, tasks, "phone")
+    assert result["em"] == pytest.approx(len(tasks) / len(rows["step"]))
+    assert result["success"] == 0 and result["online_success"] == 0 and result["goal_progress"] == 0
+    assert result["type_error_share"] == 1.0
+
+
+def test_click_toy_and_protocol_scores():
+    toy = theory.click_toy(steps=100)
+    assert toy["sft"][9] > 0.9 and toy["success"]["rl"][2] > toy["success"]["sft"][2]
+    s = theory.protocol_scores(0.9, 0.5, 3)
+    assert s["offline_em"] == 0.9 and s["online_success"] == pytest.approx(0.9 * 0.25)
+    q2 = 0.9 * 0.5 + 0.1 * 0.9  # 0.54
+    assert s["soeval_em"] == pytest.approx(np.mean([0.9, q2, q2 * 0.5 + (1 - q2) * 0.9]))
+
+
+def test_graders_reject_wrong_answers():
+    with pytest.raises(AssertionError):
+        exercises.check_click_match(lambda p, b: method.inside_box(p, b).astype(float))  # no enlargement
+    with pytest.raises(AssertionError):
+        exercises.check_goal_progress(lambda em: float(np.mean(em)))
+    with pytest.raises(AssertionError):
+        exercises.check_zero_signal_share(lambda p, g: p ** g)
+
+
+# ---- claim values ---------------------------------------------------------------------------
+
+def _hand_results():
+    sizes = [8, 32, 128, 1024]
+    rows = []
+    for seed, shift in ((0, 0.0), (1, 0.05)):
+        for split, offset in zip(task.SPLITS, (0.0, -0.1, -0.05, -0.15)):
+            rows.append(dict(seed=seed, method="base", n=0, split=split, em=0.6 + offset + shift, soeval_em=0.62 + offset,
+                             online_success=0.2 + offset, em_ambiguous=0.9, type_error_share=0.5))
+            rows.append(dict(seed=seed, method="base_no_history", n=0, split=split, em=0.5, soeval_em=0.5,
+                             online_success=0.1, em_ambiguous=0.6 - shift, type_error_share=0.7))
+            for i, n in enumerate(sizes):
+                sft = 0.6 + 0.05 * i + offset + shift
+                rft = sft + (0.02 * i if split == "unseen_app" else 0.01) + (0.03 if split == "unseen_device" else 0)
+                for m, em in (("sft", sft), ("rft", rft)):
+                    rows.append(dict(seed=seed, method=m, n=n, split=split, em=em, soeval_em=em + 0.01,
+                                     online_success=em - 0.3, em_ambiguous=0.9, type_error_share=0.4 + shift))
+    pretrain = pd.DataFrame([dict(seed=s, policy="base", device=d, em=0.8 + 0.1 * s + (0.02 if d == "tablet" else 0))
+                             for s in (0, 1) for d in ("phone", "tablet")])
+    return {"evals": pd.DataFrame(rows), "pretrain": pretrain}, SimpleNamespace(seeds=[0, 1], sizes=sizes)
+
+
+def test_claim_values_by_hand():
+    results, cfg = _hand_results()
+    values = experiment.claim_values(results, cfg)
+    chapter = yaml.safe_load((require_repo_root() / "notebooks/hypertrack/chapter.yml").read_text())
+    assert set(values[0]) == {c["id"] for c in chapter["claims"]}
+    for seed, shift in ((0, 0.0), (1, 0.05)):
+        v = values[seed]
+        assert v["p1_base_learns"] == pytest.approx(0.81 + 0.1 * seed)
+        assert v["p2_base_leaves_room"] == pytest.approx(0.6 + shift)
+        assert v["h1_rft_beats_sft_unseen_app"] == pytest.approx(4.0)  # 0.02 * i at N = 128 (i = 2)
+        assert v["h2_gap_larger_unseen_than_in_domain"] == pytest.approx(4.0 - 1.0)
+        # RFT - SFT on unseen apps is 2 i points at log2 N = 3, 5, 7, 10: slope of 2 i on log2 N
+        i, x = np.arange(4), np.log2(cfg.sizes)
+        assert v["h3_rft_slope_at_least_sft_unseen_app"] == pytest.approx(np.polyfit(x, 2.0 * i, 1)[0])
+        r2 = np.corrcoef(x, i)[0, 1] ** 2
+        assert v["c1a_sft_log_linear"] == pytest.approx(r2)
+        assert v["c1b_rft_log_linear"] == pytest.approx(r2)
+        assert v["c2b_soeval_not_below_offline"] == pytest.approx(
+            100 * np.mean([0.02 - shift] * 4 + [0.01] * 32))
+        assert v["c3_history_matters"] == pytest.approx(100 * (0.9 - (0.6 - shift)))
+        assert v["m1_type_error_share"] == pytest.approx(0.4 + shift)
+        assert v["m2_rft_minus_sft_unseen_device"] == pytest.approx(4.0)
+        ev = results["evals"]
+        pol = ev[(ev["seed"] == seed) & (ev["method"] != "base_no_history")]
+        assert len(pol) == 36
+        want = stats.spearmanr(pol["soeval_em"], pol["online_success"]).statistic \
+            - stats.spearmanr(pol["em"], pol["online_success"]).statistic
+        assert v["c2a_soeval_ranks_like_online"] == pytest.approx(want)
+    # seed 1's bases have offline EM shifted up by 5 points, which breaks offline EM's ranking only
+    assert values[1]["c2a_soeval_ranks_like_online"] > values[0]["c2a_soeval_ranks_like_online"]
+
+
+def test_line_fit():
+    slope, r2 = experiment.line_fit([1, 2, 3], [2, 4, 6])
+    assert slope == pytest.approx(2) and r2 == pytest.approx(1)
+    slope, r2 = experiment.line_fit([0, 1, 2, 3], [0, 1, 0, 1])
+    assert slope == pytest.approx(0.2) and r2 == pytest.approx(0.2)
+
+
+def test_rft_update_refills_the_batch(small):
+    world, tasks = small
+    rows = task.record_episodes(world, tasks, "phone")
+    obs = task.observe(rows)
+    policy = task.GUIPolicy(seed=0)
+    optimiser = torch.optim.Adam(policy.parameters(), lr=1e-3)
+    gen = torch.Generator().manual_seed(0)
+    calls = []
+
+    def draw_states():  # 4 candidates per draw: states 0, 1, 2, 3
+        calls.append(1)
+        return {k: v[:4] for k, v in obs.items()}, np.arange(4)
+
+    def reward(states, actions):  # only odd states give mixed rewards
+        return np.where(states % 2 == 1, np.arange(len(states)) % 2, 1.0)
+
+    stats = method.rft_update(policy, optimiser, draw_states, reward, group_size=4, batch_groups=5, generator=gen)
+    assert stats["groups"] == 5 and stats["draws"] == 3 and len(calls) == 3  # 2 kept per draw
+    assert stats["share_kept"] == pytest.approx(5 / 12)
+    stats = method.rft_update(policy, optimiser, draw_states, lambda s, a: np.ones(len(s)), 4, 5, gen, max_rounds=2)
+    assert stats["groups"] == 0 and stats["draws"] == 2 and stats["loss"] == 0.0
