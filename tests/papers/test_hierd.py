@@ -1,0 +1,285 @@
+"""Unit tests of replib.papers.hierd (hierarchical representation distillation on coloured tiles)."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from sklearn.cluster import DBSCAN
+
+from replib import core
+from replib.core.paths import load_chapter
+from replib.papers.hierd import exercises, experiment, method, task
+
+# ---- the toy world ----------------------------------------------------------------------------
+
+
+def test_scene_question_and_answer_agree():
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        ex = task.draw_example(rng)
+        assert len(set(ex["object_ids"])) == 3 and len(set(ex["cells"])) == 3
+        ans = ex["object_ids"].index(ex["answer_id"])
+        cell = ex["cells"][ans]
+        assert ex["question"][4:6] == [task.TOKEN[task.ROWS[cell // 2]], task.TOKEN[task.COLUMNS[cell % 2]]]
+        assert ex["answer"] == task.answer_phrases()[ex["answer_id"]].tolist()
+        assert len(ex["question"]) == task.QUESTION_LEN
+        # the mask labels each tile's pixels, and the tile sits inside its cell
+        assert set(np.unique(ex["mask"])) == {-1, 0, 1, 2}
+        rows, cols = np.nonzero(ex["mask"] == ans)
+        assert set(rows // 12) == {cell // 2} and set(cols // 12) == {cell % 2}
+
+
+def test_patch_labels_majority():
+    masks = np.full((1, 24, 24), -1)
+    masks[0, :4, :3] = 0  # 12 of the 16 pixels of patch 0 (4 px patches)
+    masks[0, :4, 4:6] = 1  # 8 of 16 of patch 1: not more than half
+    labels = task.patch_labels(masks, 4)
+    assert labels.shape == (1, 36) and labels[0, 0] == 0 and labels[0, 1] == -1 and (labels[0, 2:] == -1).all()
+
+
+def test_retrieval_metrics_hand_made():
+    scores = np.zeros((3, 16))
+    scores[0, 5] = 1.0  # right answer (5) at the top
+    scores[1, 7], scores[1, 2] = 1.0, 0.5  # top is 7 (out of scene), in-scene best is 2 = answer
+    scores[2, 9], scores[2, 1] = 1.0, 0.8  # top is 9 (in scene, wrong)
+    answer = np.array([5, 2, 1])
+    objects = np.array([[5, 0, 3], [2, 4, 6], [1, 9, 10]])
+    m = task.retrieval_metrics(scores, answer, objects)
+    assert m["p_at_1"] == pytest.approx(1 / 3) and m["in_scene"] == pytest.approx(2 / 3)
+
+
+# ---- the embedder -------------------------------------------------------------------------------
+
+
+def test_embedder_shapes_causality_and_norm():
+    model = method.Embedder(patch=6, d=16, n_layer=2, n_head=2, vocab_size=len(task.VOCAB), eos_id=1, seed=0)
+    images = torch.rand(2, 3, 24, 24)
+    text = torch.tensor([[2, 3, 4, 5, 8, 10, 6]] * 2)
+    out = model(images, text)
+    assert len(out["hidden"]) == 3 and out["hidden"][0].shape == (2, 16 + 8, 16)
+    assert out["attn"][0].shape == (2, 24, 24) and torch.allclose(out["attn"][0].sum(-1), torch.ones(2, 24))
+    assert torch.allclose(out["embedding"].norm(dim=-1), torch.ones(2))
+    changed = text.clone()
+    changed[:, -1] = 16
+    out2 = model(images, changed)
+    # causal: the image tokens and the first text tokens do not see the last word
+    assert torch.allclose(out["hidden"][2][:, :22], out2["hidden"][2][:, :22], atol=1e-6)
+    assert not torch.allclose(out["embedding"], out2["embedding"])
+
+
+def test_patch_centres_and_patchify_order():
+    c = method.patch_centres(12)
+    assert c.tolist() == [[6, 6], [18, 6], [6, 18], [18, 18]]
+    model = method.Embedder(patch=12, d=8, n_layer=1, n_head=1, vocab_size=4, eos_id=1)
+    images = torch.zeros(1, 3, 24, 24)
+    images[0, :, :12, 12:] = 1.0  # top-right quadrant = patch 1 in row-major order
+    patches = model.patchify(images)
+    assert patches[0, 1].min() == 1 and patches[0, [0, 2, 3]].max() == 0
+
+
+# ---- losses -------------------------------------------------------------------------------------
+
+
+def test_info_nce_hand_computed_and_soft_targets():
+    q = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    p = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    loss = method.info_nce(q, p, tau=0.5)
+    expected = -math.log(math.exp(2) / (math.exp(2) + 1))
+    assert float(loss) == pytest.approx(expected, rel=1e-5)
+    both = torch.ones(2, 2, dtype=torch.bool)  # the same answer twice: uniform soft target
+    soft = method.info_nce(q, p, tau=0.5, positive=both)
+    assert float(soft) == pytest.approx(-0.5 * (math.log(math.exp(2) / (math.exp(2) + 1)) + math.log(1 / (math.exp(2) + 1))), rel=1e-5)
+
+
+def test_rkd_zero_for_scaled_copy_positive_otherwise():
+    g = torch.Generator().manual_seed(0)
+    t = torch.randn(6, 5, generator=g)
+    assert float(method.rkd_loss(3.0 * t, t)) == pytest.approx(0.0, abs=1e-6)
+    assert float(method.rkd_loss(torch.randn(6, 5, generator=g), t)) > 1e-3
+
+
+def test_group_members_phrase_and_word():
+    assert method.group_members(((0, 1), (4, 7)), 7, "phrase").tolist() == [0, -1, -1, -1, 1, 1, 1]
+    assert method.group_members(((0, 1), (4, 7)), 7, "word").tolist() == [0, -1, -1, -1, 1, 2, 3]
+
+
+def test_group_weights_hand_cases():
+    h = torch.tensor([[[1.0, 2.0, 0.0], [0.0, 1.0, 3.0], [2.0, 0.0, 1.0], [5.0, 1.0, 1.0]]])
+    omega, g, valid = method.group_weights(h, torch.tensor([[0, 0, 1, -1]]), 3)
+    # a pair: each receives all the other's attention -> 1 each -> 0.5 after renormalising
+    assert omega[0].tolist() == pytest.approx([0.5, 0.5, 1.0, 0.0])
+    assert torch.allclose(g[0, 0], 0.5 * (h[0, 0] + h[0, 1])) and torch.allclose(g[0, 1], h[0, 2])
+    assert valid[0].tolist() == [True, True, False] and torch.all(g[0, 2] == 0)
+
+
+def test_group_weights_outlier_gets_less_and_matches_formula():
+    h = torch.tensor([[[1.0, 0.0, 1.0, 0.0], [1.0, 0.1, 0.9, 0.0], [-1.0, 0.0, -1.0, 0.2]]], dtype=torch.float64)
+    omega, _, _ = method.group_weights(h, torch.tensor([[0, 0, 0]]), 1)
+    z = h[0] / (h[0].std(-1, keepdim=True) + 1e-6)
+    s = z @ z.T / 2.0
+    a = torch.zeros(3, 3, dtype=torch.float64)
+    for i in range(3):
+        others = [j for j in range(3) if j != i]
+        a[i, others] = torch.softmax(s[i, others], 0)
+    expected = a.sum(0) / a.sum()
+    assert torch.allclose(omega[0], expected) and float(omega[0].sum()) == pytest.approx(1.0)
+    assert omega[0, 2] < omega[0, 0] and omega[0, 2] < omega[0, 1]
+
+
+def test_detach_removes_the_gradient_through_group_vectors():
+    h = torch.randn(1, 3, 4, requires_grad=True)
+    _, g, _ = method.group_weights(h, torch.tensor([[0, 0, 0]]), 1, detach=True)
+    assert not g.requires_grad
+    _, g2, _ = method.group_weights(h, torch.tensor([[0, 0, 0]]), 1, detach=False)
+    g2.sum().backward()
+    assert h.grad is not None and h.grad.abs().sum() > 0
+
+
+def test_relational_loss_hand_and_rotation_invariance():
+    gs = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]])
+    gt = torch.tensor([[[1.0, 0.0], [1.0, 0.0], [1.0, 1.0]]])
+    valid = torch.tensor([[True, True, True]])
+    # pair cosines: student (0, 0.707, 0.707), teacher (1, 0.707, 0.707): one of three pairs differs by 1
+    assert float(method.relational_loss(gs, gt, valid)) == pytest.approx(1 / 3, rel=1e-5)
+    q, _ = torch.linalg.qr(torch.randn(2, 2))
+    assert float(method.relational_loss(gs @ q, gs, valid)) == pytest.approx(0.0, abs=1e-10)
+    # a sample with one valid group has no pair: it is left out of the mean
+    two = torch.cat([gs, gs])
+    valid2 = torch.tensor([[True, True, True], [True, False, False]])
+    assert float(method.relational_loss(two, torch.cat([gt, gt]), valid2)) == pytest.approx(1 / 3, rel=1e-5)
+
+
+def test_token_loss_hand():
+    proj = torch.tensor([[[1.0, 0.0], [0.0, 1.0]]])
+    tgt = torch.tensor([[[1.0, 0.0], [1.0, 0.0]]])
+    w = torch.tensor([[0.25, 0.75]])
+    assert float(method.token_loss(proj, tgt, w)) == pytest.approx(0.75)
+
+
+def test_cross_pi_and_cross_loss_hand():
+    attention = torch.tensor([[[0.5, 0.5, 0.0], [0.0, 0.0, 1.0]]])
+    text = torch.tensor([[[1.0, 0.0], [0.0, 1.0]]])
+    vision = torch.tensor([[[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]]])
+    pi = method.cross_pi(attention, text, vision)
+    assert pi[0].tolist() == [[0.5, 0.0], [0.0, 0.5]]
+    xs, xt = torch.tensor([[[1.0, 0.0], [0.0, 0.0]]]), torch.tensor([[[0.0, 0.0], [0.0, 0.5]]])
+    assert float(method.cross_loss(pi, xs, xt)) == pytest.approx(0.5 * 1 + 0.5 * 0.25)
+
+
+# ---- clustering ---------------------------------------------------------------------------------
+
+
+def test_cluster_distance_properties():
+    rng = np.random.default_rng(0)
+    d = method.cluster_distance(rng.normal(size=(5, 3)), method.patch_centres(12)[[0, 1, 2, 3, 0]], 0.1)
+    assert np.allclose(d, d.T) and np.all(np.diag(d) == 0) and d.min() >= 0
+    same = method.cluster_distance(np.ones((2, 3)), np.array([[0.0, 0.0], [24.0, 24.0]]), 0.5)
+    assert same[0, 1] == pytest.approx(0.5)  # identical states, opposite corners: lam_sp * 1
+
+
+def test_dbscan_agrees_with_sklearn_on_noise_and_core_points():
+    rng = np.random.default_rng(1)
+    for _ in range(30):
+        x = np.concatenate([rng.normal(c, 0.3, (8, 2)) for c in rng.normal(0, 3, (3, 2))] + [rng.normal(0, 4, (5, 2))])
+        d = np.linalg.norm(x[:, None] - x[None], axis=-1)
+        eps = np.percentile(d[~np.eye(len(d), dtype=bool)], 10)
+        ours = method.dbscan(d, eps, 4)
+        ref = DBSCAN(eps=eps, min_samples=4, metric="precomputed").fit(d)
+        assert np.array_equal(ours < 0, ref.labels_ < 0)
+        core = ref.core_sample_indices_
+        pairs_ours = ours[core][:, None] == ours[core][None]
+        pairs_ref = ref.labels_[core][:, None] == ref.labels_[core][None]
+        assert np.array_equal(pairs_ours, pairs_ref)
+
+
+def test_dbscan_all_noise_is_one_cluster_and_labels_ordered():
+    d = np.full((4, 4), 1.0)
+    np.fill_diagonal(d, 0)
+    assert method.dbscan(d, 0.5, 2).tolist() == [0, 0, 0, 0]
+    d = np.array([[0, 9, 0.1, 9], [9, 0, 9, 0.1], [0.1, 9, 0, 9], [9, 0.1, 9, 0]])
+    assert method.dbscan(d, 0.5, 2).tolist() == [0, 1, 0, 1]
+
+
+def test_map_clusters_hand():
+    labels = np.full(36, -1)  # teacher 4 px grid (6 x 6), student 8 px grid (3 x 3)
+    labels[[0, 1, 6, 7]] = 0  # teacher patches centred (2,2), (6,2), (2,6), (6,6) -> student patch 0
+    labels[2] = 1  # centre (10, 2) -> student patch 1
+    labels[3] = 0  # centre (14, 2) -> student patch 1 as well: a tie, the lower label wins
+    labels[35] = 2  # centre (22, 22) -> student patch 8
+    out = method.map_clusters(labels, 4, 8)
+    assert out.tolist() == [0, 0, -1, -1, -1, -1, -1, -1, 2]
+    assert method.map_clusters(labels[None].repeat(2, 0), 4, 8).shape == (2, 9)
+
+
+# ---- the experiment -----------------------------------------------------------------------------
+
+
+def test_detached_gradient_gap_is_zero_on_a_tiny_run():
+    cfg = core.configure(experiment.EXPERIMENT_PROFILES, "smoke", n_train=32, n_test=32)
+    data = experiment.load_data(cfg)
+    teacher = experiment.make_embedder(cfg, "teacher", seed=0)
+    targets = experiment.teacher_targets(teacher, data["train"], cfg, 0)
+    student = experiment._student(cfg, 0)
+    assert experiment.detach_gradient_gap(student, data["train"], targets, n=16) <= 1e-7
+
+
+def _hand_results():
+    rows = []
+    for seed, (c, g, h, nc, dt) in {0: (0.30, 0.32, 0.36, 0.35, 0.31), 1: (0.40, 0.41, 0.40, 0.42, 0.38)}.items():
+        scene = {"contrastive": 0.50, "global_kd": 0.52, "hierd": 0.60, "hierd_no_cross": 0.55, "hierd_detached": 0.5}
+        gaps = {"contrastive": 0.2, "global_kd": 0.1, "hierd": 0.05 * (seed + 1), "hierd_no_cross": 0.07,
+                "hierd_detached": 0.09}
+        for method_name, p1 in zip(experiment.METHODS, (c, g, h, nc, dt)):
+            rows.append({"seed": seed, "method": method_name, "p_at_1": p1, "in_scene": scene[method_name] - 0.1 * seed,
+                         "structure_gap": gaps[method_name], "seconds": 1.0})
+    return {"results": pd.DataFrame(rows),
+            "teacher": {"metrics": {"p_at_1": 0.5, "in_scene": 0.7},
+                        "quality": {"ari_word": 0.6, "ari_phrase": 0.3, "ari_word_paper_rule": 0.2}},
+            "detach_gap": {0: 0.0, 1: 1e-9}}
+
+
+def test_claim_values_hand_made():
+    values = experiment.claim_values(_hand_results(), None)
+    declared = {c["id"] for c in load_chapter("hierd")["claims"]}
+    assert set(values) == {0, 1} and set(values[0]) == declared
+    v0, v1 = values[0], values[1]
+    assert v0["p0_base_model_learns"] == pytest.approx(0.30) and v1["p0_base_model_learns"] == pytest.approx(0.40)
+    assert v0["p1_teacher_has_something"] == pytest.approx(20.0) and v1["p1_teacher_has_something"] == pytest.approx(10.0)
+    assert v0["p2_clusters_object_level"] == pytest.approx(0.6)
+    assert v0["h1_beats_contrastive"] == pytest.approx(6.0) and v1["h1_beats_contrastive"] == pytest.approx(0.0)
+    assert v0["h2_beats_global_kd"] == pytest.approx(4.0) and v1["h2_beats_global_kd"] == pytest.approx(-1.0)
+    assert v0["m1_relations_vs_global_kd"] == pytest.approx(8.0) and v1["m1_relations_vs_global_kd"] == pytest.approx(8.0)
+    assert v0["m2_structure_vs_global_kd"] == pytest.approx(0.5) and v1["m2_structure_vs_global_kd"] == pytest.approx(1.0)
+    assert v0["k1_detached_groups_pass_no_gradient"] == 0.0 and v1["k1_detached_groups_pass_no_gradient"] == 1e-9
+    assert v0["x1_coarse_cluster_ari"] == pytest.approx(0.3) and v0["x2_paper_rule_ari"] == pytest.approx(0.2)
+
+
+def test_profiles_and_bounds():
+    keys = {p: set(v) for p, v in experiment.EXPERIMENT_PROFILES.items()}
+    assert keys["smoke"] == keys["book"] == keys["paper"]
+    assert set(experiment.EXPERIMENT_BOUNDS) == keys["book"] - {"seeds"}
+    assert len(experiment.EXPERIMENT_PROFILES["book"]["seeds"]) >= 3
+
+
+# ---- exercises ----------------------------------------------------------------------------------
+
+
+def test_graders_accept_the_reference_and_reject_a_wrong_answer():
+    def weights(h, members):
+        return method.group_weights(torch.as_tensor(h)[None], torch.as_tensor(members)[None], int(members.max()) + 1)[0][0]
+
+    exercises.check_group_weights(weights)
+    with pytest.raises(AssertionError):
+        exercises.check_group_weights(lambda h, m: (m >= 0) / np.maximum(1, np.bincount(m[m >= 0])[np.maximum(m, 0)]))
+
+    def pi(a, t, c):
+        b = (t[:, None] == np.arange(t.max() + 1)).astype(float)
+        cc = (c[:, None] == np.arange(c.max() + 1)).astype(float)
+        out = b.T @ a @ cc
+        return out / out.sum()
+
+    exercises.check_cross_pi(pi)
+    with pytest.raises(AssertionError):
+        exercises.check_cross_pi(lambda a, t, c: pi(a, t, c) * 2)
