@@ -1,0 +1,139 @@
+"""Tests of the SoT chapter: the toy world, the parsers, the block mask, the loss, the decoding
+schedule, the inference loop's structure and the claim values (on hand-made run results)."""
+
+import numpy as np
+import pytest
+import torch
+import yaml
+from torch.nn import functional as F
+
+from replib.papers.shape_of_thought import experiment, method, task
+
+
+def test_tables_are_valid_and_traces_cumulative():
+    rng = np.random.default_rng(0)
+    for k in task.COUNTS * 20:
+        parts = task.sample_table(rng, k)
+        states = task.render_states(parts)
+        assert [p[0] for p in parts][:3] == ["TOP", "LEG_LEFT", "LEG_RIGHT"] and len(parts) == k + 1
+        assert task.count_legs(states[-1]) == k and task.is_connected(states[-1])
+        assert task.trace_stable(states)
+        assert (task.tokens_to_image(task.image_tokens(states[-1])) == states[-1]).all()
+
+
+def test_parsers_on_hand_made_images():
+    img = np.zeros((8, 8), bool)
+    assert task.count_legs(img) == 0 and not task.is_connected(img)
+    img[1, 1:7] = True
+    img[2:, 1] = img[2:, 6] = True
+    assert task.count_legs(img) == 2 and task.is_connected(img)
+    img[2:, 3] = True
+    assert task.count_legs(img) == 3
+    img[2, 3] = False  # a floating leg
+    assert task.count_legs(img) == 3 and not task.is_connected(img)
+    img[7, :] = True  # a floor bar joins every leg
+    assert task.count_legs(img) == 1
+    a = np.zeros((8, 8), bool)
+    b = a.copy()
+    b[0, 0] = True
+    assert task.trace_stable([a, b]) and not task.trace_stable([b, a]) and not task.trace_stable([b, b])
+
+
+def test_image_tokens_patch_code():
+    img = np.zeros((8, 8), bool)
+    img[0, 1] = img[1, 0] = True  # patch 0: bits 1 (top right) and 2 (bottom left)
+    img[7, 7] = True  # last patch: bit 3
+    tok = task.image_tokens(img)
+    assert tok[0] == task.IMG0 + 2 + 4 and tok[15] == task.IMG0 + 8 and (tok[1:15] == task.IMG0).all()
+
+
+def test_sequences_of_the_three_variants():
+    parts = task.sample_table(np.random.default_rng(1), 3)
+    lens = {v: len(task.build_sequence(v, 3, parts)[0]) for v in task.VARIANTS}
+    assert lens == {"direct": 3 + 16, "text_cot": 3 + 4 + 16, "sot": 3 + 4 * 17 + 16}
+
+
+def test_block_groups_and_mask():
+    g = method.block_groups([False] + [True] * 32 + [False] + [True] * 16)
+    assert (g[1:17] == 1).all() and (g[17:33] == 17).all() and g[33] == 33 and (g[34:] == 34).all()
+    group = torch.tensor([[0, 1, 1, 3, 1, 1, 9]])
+    noisy = torch.tensor([[False, False, False, False, True, True, False]])
+    valid = torch.tensor([[True] * 6 + [False]])
+    m = method.attention_mask(group, noisy, valid)[0]
+    want = torch.tensor([
+        [1, 0, 0, 0, 0, 0, 0],
+        [1, 1, 1, 0, 0, 0, 0],
+        [1, 1, 1, 0, 0, 0, 0],
+        [1, 1, 1, 1, 0, 0, 0],
+        [1, 0, 0, 0, 1, 1, 0],
+        [1, 0, 0, 0, 1, 1, 0],
+        [0, 0, 0, 0, 0, 0, 1],
+    ], dtype=torch.bool)
+    assert torch.equal(m, want)
+
+
+def test_training_batch_and_loss():
+    rng = np.random.default_rng(2)
+    recs = [task.build_sequence("sot", k, task.sample_table(rng, k)) for k in (2, 3)]
+    b = method.make_training_batch(recs, np.random.default_rng(0))
+    n0 = len(recs[0][0])
+    tail = b["ids"][0, n0:n0 + 16]
+    assert ((b["img_target"][0, n0:n0 + 16] >= 0) == (tail == task.TOK["MASK"])).all()
+    assert (b["img_target"][0] >= 0).sum() >= 1 and (b["img_target"][0, :n0] < 0).all()
+    seq0 = np.asarray(recs[0][0])
+    for i in np.nonzero(b["text_target"][0].numpy() >= 0)[0]:
+        assert b["text_target"][0, i] == seq0[i + 1] and not recs[0][1][i + 1]
+    logits = torch.randn(*b["ids"].shape, len(task.VOCAB), generator=torch.Generator().manual_seed(0))
+    tt, it = b["text_target"], b["img_target"]
+    want = F.cross_entropy(logits[tt >= 0][:, :task.IMG0], tt[tt >= 0]) + 2 * F.cross_entropy(
+        logits[it >= 0][:, task.IMG0:task.IMG0 + 16], it[it >= 0] - task.IMG0)
+    assert torch.isclose(method.sot_loss(logits, b, w_img=2.0), want)
+
+
+def test_unmask_schedule():
+    assert method.unmask_schedule(16, 8) == [2] * 8
+    assert method.unmask_schedule(16, 3) == [6, 5, 5]
+    assert method.unmask_schedule(5, 1) == [5]
+
+
+def test_generate_structure():
+    torch.manual_seed(0)
+    model = method.UnifiedDecoder(d=16, n_layer=1, seed=0)
+    prompts = [[task.TOK["TABLE"], task.TOK["K2"]]] * 3
+    out = method.generate(model, "sot", prompts, img_rounds=2, img_temperature=1.0, max_steps=3, seed=0)
+    for o in out:
+        assert len(o["rationales"]) == len(o["states"]) <= 3
+        assert all(task.TOK["TOP"] <= r < task.TOK["ASSEMBLY"] for r in o["rationales"])
+        assert ((o["final"] >= task.IMG0) & (o["final"] < task.IMG0 + 16)).all()
+    again = method.generate(model, "sot", prompts, img_rounds=2, img_temperature=1.0, max_steps=3, seed=0)
+    assert all((a["final"] == b["final"]).all() for a, b in zip(out, again))
+    direct = method.generate(model, "direct", prompts, img_rounds=2, img_temperature=1.0, max_steps=3)
+    assert all(o["states"] == [] for o in direct)
+
+
+def test_claim_values_on_hand_made_runs():
+    def row(seed, variant, num, con, stab=float("nan")):
+        return dict(seed=seed, variant=variant, n_test=100, numeracy=num, connectivity=con, stability=stab,
+                    plan_length_ok=1.0)
+
+    rows = [row(0, "direct", 0.6, 0.5), row(0, "text_cot", 0.8, 0.6), row(0, "sot", 0.9, 0.8, 0.95),
+            row(1, "direct", 0.7, 0.4), row(1, "text_cot", 1.0, 0.9), row(1, "sot", 0.85, 0.7, 0.5)]
+    v = experiment.claim_values(rows)
+    assert v[0]["p1_direct_learns"] == pytest.approx(0.6)
+    assert v[0]["h1_count_vs_direct"] == pytest.approx((0.4 - 0.1) / 0.4)
+    assert v[0]["h2_count_vs_text_cot"] == pytest.approx((0.2 - 0.1) / 0.2)
+    assert v[0]["h3_attach_vs_direct"] == pytest.approx((0.5 - 0.2) / 0.5)
+    assert v[0]["h4_attach_vs_text_cot"] == pytest.approx((0.4 - 0.2) / 0.4)
+    assert v[0]["m1_trace_stability"] == pytest.approx(0.95)
+    assert v[1]["h1_count_vs_direct"] == pytest.approx((0.3 - 0.15) / 0.3)
+    assert v[1]["h2_count_vs_text_cot"] == pytest.approx((0.0 - 0.15) / 0.01)  # floor of 1 / n_test
+    assert v[1]["h3_attach_vs_direct"] == pytest.approx((0.6 - 0.3) / 0.6)
+    assert v[1]["h4_attach_vs_text_cot"] == pytest.approx((0.1 - 0.3) / 0.1)
+    assert v[1]["m1_trace_stability"] == pytest.approx(0.5)
+    declared = yaml.safe_load(open("notebooks/shape_of_thought/chapter.yml"))["claims"]
+    assert set(v[0]) == {c["id"] for c in declared}
+
+
+def test_profiles_share_keys():
+    keys = {k: set(p) for k, p in experiment.EXPERIMENT_PROFILES.items()}
+    assert keys["smoke"] == keys["book"] == keys["paper"]
