@@ -182,6 +182,7 @@ def view_impurity(P, labels):
     return i_hat / i_x if i_x > 0 else 0.0
 
 
+# %%
 exercises.check_view_impurity(view_impurity)
 
 # %% [markdown]
@@ -196,6 +197,7 @@ def relevance_cost(pb, p, pt, q):
     return pb * method.kl_rows(p[None], mix)[0] + pt * method.kl_rows(q[None], mix)[0]
 
 
+# %%
 exercises.check_relevance_cost(relevance_cost)
 
 # %% [markdown]
