@@ -112,6 +112,16 @@ def test_toc_lists_every_chapter_notebook():
         assert any((ROOT / f"{entry}{ext}").is_file() for ext in (".md", ".ipynb")), entry
 
 
+def test_each_chapter_sits_in_the_part_of_its_field():
+    """The table of contents groups chapters by the `field` their chapter.yml declares."""
+    from replib.core.paths import load_chapter
+
+    parts = yaml.safe_load((ROOT / "_toc.yml").read_text())["parts"]
+    part_of = {entry["file"].split("/")[1]: part["caption"] for part in parts
+               for entry in part["chapters"] if entry["file"].startswith("notebooks/")}
+    assert {slug: load_chapter(slug)["field"] for slug in CHAPTERS} == {slug: part_of.get(slug) for slug in CHAPTERS}
+
+
 def test_launch_buttons_point_at_main():
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
     assert config["repository"]["branch"] == "main" and config["repository"]["path_to_book"] == ""
