@@ -91,3 +91,14 @@ def test_each_profile_has_its_own_execution_cache(tmp_path, monkeypatch):
     assert yaml.safe_load((tmp_path / "_build" / "_config.book.yml").read_text())["title"]
     with pytest.raises(ValueError, match="valid profiles: smoke, book, paper"):
         profile_config(tmp_path, "quick")
+
+
+def test_unattended_runs_silence_only_the_missing_widgets_notice(monkeypatch):
+    from replib.book import unattended_env
+
+    monkeypatch.setenv("PYTHONWARNINGS", "error::ResourceWarning")
+    env = unattended_env(REPLIB_PROFILE="smoke")
+    assert env["PYTHONWARNINGS"] == "error::ResourceWarning,ignore:IProgress not found"
+    assert env["REPLIB_PROGRESS"] == "0" and env["REPLIB_PROFILE"] == "smoke"
+    monkeypatch.setenv("PYTHONWARNINGS", env["PYTHONWARNINGS"])
+    assert unattended_env()["PYTHONWARNINGS"] == env["PYTHONWARNINGS"]  # not added twice

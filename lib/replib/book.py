@@ -64,12 +64,23 @@ def profile_config(root: Path, profile: str) -> Path:
     return path
 
 
+def unattended_env(**settings) -> dict:
+    """The environment of notebooks that run with nobody watching (the book build, the smoke run,
+    batch runs): progress bars off, and tqdm's notice that ipywidgets is missing silenced (``datasets``
+    imports ``tqdm.auto``; in a kernel without ipywidgets that prints a warning with the environment's
+    path, which would reach the page). Other warnings still show."""
+    quiet = "ignore:IProgress not found"
+    present = os.environ.get("PYTHONWARNINGS", "")
+    warnings = present if quiet in present.split(",") else ",".join(filter(None, [present, quiet]))
+    return dict(os.environ, REPLIB_PROGRESS="0", PYTHONWARNINGS=warnings, **settings)
+
+
 def build_book(profile: str = "book") -> Path:
     """Execute every notebook at `profile` (cached per profile) and build the HTML book into _build/html."""
     root = require_repo_root()
     if refresh_cache(root):
         print("lib/ or the environment changed: the notebook execution cache was dropped")
-    env = dict(os.environ, REPLIB_PROFILE=profile, REPLIB_PROGRESS="0")
+    env = unattended_env(REPLIB_PROFILE=profile)
     cmd = [_bin("jupyter-book"), "build", str(root), "-W", "-n", "--keep-going",
            "--config", str(profile_config(root, profile))]
     subprocess.run(cmd, check=True, env=env, cwd=root)
@@ -96,11 +107,11 @@ def _stage(root: Path, stage: Path) -> None:
 def smoke_env(root: Path, offline_log: Path) -> dict:
     """The environment of the smoke run's kernels: smoke profile, one thread, the network guard of
     tools/offline loaded through PYTHONPATH (it logs every attempt to `offline_log`)."""
-    return dict(os.environ, REPLIB_PROFILE="smoke", REPLIB_PROGRESS="0", REPLIB_OFFLINE="1",
-                REPLIB_OFFLINE_LOG=str(offline_log), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
-                OPENBLAS_NUM_THREADS="1", REPLIB_MAX_THREADS="1",
-                PYTHONPATH=os.pathsep.join(filter(None, [str(root / "tools" / "offline"),
-                                                        os.environ.get("PYTHONPATH")])))
+    return unattended_env(REPLIB_PROFILE="smoke", REPLIB_OFFLINE="1",
+                          REPLIB_OFFLINE_LOG=str(offline_log), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
+                          OPENBLAS_NUM_THREADS="1", REPLIB_MAX_THREADS="1",
+                          PYTHONPATH=os.pathsep.join(filter(None, [str(root / "tools" / "offline"),
+                                                                  os.environ.get("PYTHONPATH")])))
 
 
 def smoke() -> Path:

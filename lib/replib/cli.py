@@ -109,7 +109,9 @@ def execute_notebook(slug: str, stem: str, profile: str, params: dict | None, ou
     import papermill
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    os.environ.update(REPLIB_PROFILE=profile, REPLIB_RESULTS_DIR=str(out_dir), REPLIB_PROGRESS="0")
+    from .book import unattended_env
+
+    os.environ.update(unattended_env(REPLIB_PROFILE=profile, REPLIB_RESULTS_DIR=str(out_dir)))
     executed = out_dir / f"{stem}.ipynb"
     papermill.execute_notebook(
         str(notebook_path(slug, stem)), str(executed), kernel_name="python3",
