@@ -1,5 +1,6 @@
 """Unit tests of replib.core: profiles, configuration, seeding, the claims ledger, fingerprints."""
 
+import os
 
 import numpy as np
 import pytest
@@ -107,6 +108,20 @@ def test_compute_threads_sets_and_restores():
     with compute_threads(1):
         assert torch.get_num_threads() == 1 and torch.are_deterministic_algorithms_enabled()
     assert torch.get_num_threads() == before
+
+
+def test_model_device_is_the_gpu_at_the_paper_profile_only(monkeypatch):
+    """Book and smoke numbers are CPU numbers on every machine; the paper profile takes the GPU."""
+    from replib.core.runtime import model_device
+
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    monkeypatch.setenv("REPLIB_DEVICE", "cuda:1")
+    assert model_device("book") == "cpu" and model_device("smoke") == "cpu"
+    assert "CUBLAS_WORKSPACE_CONFIG" not in os.environ
+    assert model_device("paper") == "cuda:1"
+    assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"  # deterministic cuBLAS
+    monkeypatch.setenv("REPLIB_DEVICE", "cpu")
+    assert model_device("paper") == "cpu"
 
 
 def test_every_package_of_lib_is_installed_by_pyproject():

@@ -21,6 +21,8 @@ Conventions. ``seq_logprob`` / ``logprob_*`` are log-probabilities of whatever u
 chooses (a whole response, summed over its tokens, or single tokens); advantages must have the same
 shape. Optional ``weights`` (same shape, e.g. a token mask) turn every mean into a weighted mean
 sum(w x) / sum(w). ``logprob_old`` is treated as a constant (detached). Losses are to be minimised.
+Advantages, weights and old or reference log-probabilities may be numpy arrays or CPU tensors: they
+are moved to the device of the new log-probabilities (a GPU at a chapter's paper profile).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ __all__ = [
 def _weighted_mean(x: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
     if weights is None:
         return x.mean()
-    weights = torch.as_tensor(weights, dtype=x.dtype)
+    weights = torch.as_tensor(weights, dtype=x.dtype, device=x.device)
     return (weights * x).sum() / weights.sum()
 
 
@@ -70,7 +72,7 @@ def policy_gradient_loss(seq_logprob: torch.Tensor, advantages, weights=None) ->
     ``advantages`` are constants (detached). Its gradient is the on-policy policy gradient
     -mean(A * grad log pi(y | x)); for one update on fresh samples it has the gradient of
     :func:`clipped_surrogate` at ratio 1 (not its value, which is -mean(A))."""
-    a = torch.as_tensor(advantages, dtype=seq_logprob.dtype).detach()
+    a = torch.as_tensor(advantages, dtype=seq_logprob.dtype, device=seq_logprob.device).detach()
     return -_weighted_mean(a * seq_logprob, weights)
 
 
@@ -82,8 +84,8 @@ def clipped_surrogate(logprob_new: torch.Tensor, logprob_old, advantages, clip_e
 
     Where the ratio has left the trust region in the direction the advantage favours (rho > 1 + eps
     with A > 0, rho < 1 - eps with A < 0) the term is constant and passes no gradient."""
-    old = torch.as_tensor(logprob_old, dtype=logprob_new.dtype).detach()
-    a = torch.as_tensor(advantages, dtype=logprob_new.dtype).detach()
+    old = torch.as_tensor(logprob_old, dtype=logprob_new.dtype, device=logprob_new.device).detach()
+    a = torch.as_tensor(advantages, dtype=logprob_new.dtype, device=logprob_new.device).detach()
     ratio = torch.exp(logprob_new - old)
     surrogate = torch.minimum(ratio * a, torch.clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * a)
     return -_weighted_mean(surrogate, weights)
@@ -95,5 +97,5 @@ def kl_k3(logprob_new: torch.Tensor, logprob_ref) -> torch.Tensor:
         k3 = exp(l_ref - l_new) - (l_ref - l_new) - 1 >= 0.
 
     Unbiased because E_{pi_new}[pi_ref / pi_new] = 1, and non-negative because e^x >= 1 + x."""
-    log_ratio = torch.as_tensor(logprob_ref, dtype=logprob_new.dtype) - logprob_new
+    log_ratio = torch.as_tensor(logprob_ref, dtype=logprob_new.dtype, device=logprob_new.device) - logprob_new
     return torch.exp(log_ratio) - log_ratio - 1.0

@@ -290,12 +290,16 @@ def _number(value) -> float:
 
 
 def package_versions() -> dict[str, str]:
-    """Python, platform and the versions of the numeric packages this process has loaded."""
+    """Python, platform and the versions of the numeric packages this process has loaded, and the GPU
+    when the run used one."""
     versions = {"python": platform.python_version(), "platform": platform.platform(terse=True)}
     for name in ("replib", "numpy", "scipy", "pandas", "matplotlib", "torch", "transformers", "sklearn"):
         module = sys.modules.get(name)
         if module is not None:
             versions[name] = getattr(module, "__version__", "unknown")
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():  # the run put something on a GPU
+        versions["cuda_device"] = torch.cuda.get_device_name()
     return versions
 
 

@@ -37,6 +37,21 @@ def device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+def model_device(profile: str) -> str:
+    """Where a chapter puts its torch models and batches: :func:`device` at the paper profile (a GPU
+    when there is one), the CPU at the book and smoke profiles, so that their committed numbers are
+    CPU numbers on every machine. Random draws stay on CPU generators whatever the device.
+
+    On CUDA, torch's deterministic algorithms (which :func:`compute_threads` turns on) need cuBLAS's
+    fixed workspace, so it is requested here, before CUDA starts."""
+    if profile != "paper":
+        return "cpu"
+    chosen = device()
+    if chosen.startswith("cuda"):
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    return chosen
+
+
 MAX_THREADS_VAR = "REPLIB_MAX_THREADS"
 
 
@@ -50,7 +65,8 @@ def thread_budget(threads: int) -> int:
 @contextlib.contextmanager
 def compute_threads(threads: int = 1):
     """Temporarily run torch and numpy's BLAS on ``threads`` threads, with torch's deterministic
-    algorithms on; everything is restored on exit. Small models are fastest on one thread, and a
+    algorithms on (an op that has no deterministic CUDA kernel warns instead of failing a GPU run);
+    everything is restored on exit. Small models are fastest on one thread, and a
     fixed thread count keeps results and timings comparable between runs. $REPLIB_MAX_THREADS caps
     the count (see thread_budget)."""
     import torch
@@ -58,12 +74,13 @@ def compute_threads(threads: int = 1):
 
     old_threads = torch.get_num_threads()
     old_deterministic = torch.are_deterministic_algorithms_enabled()
+    old_warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
     threads = thread_budget(threads)
     torch.set_num_threads(threads)
-    torch.use_deterministic_algorithms(True)
+    torch.use_deterministic_algorithms(True, warn_only=True)
     try:
         with threadpool_limits(limits=threads, user_api="blas"):
             yield
     finally:
         torch.set_num_threads(old_threads)
-        torch.use_deterministic_algorithms(old_deterministic)
+        torch.use_deterministic_algorithms(old_deterministic, warn_only=old_warn_only)

@@ -19,6 +19,10 @@ Conventions. Token ids are ``int64`` tensors. Prompts passed to :func:`sample` a
 attention masks are needed. Completions are padded with ``pad_id`` after the end token. Determinism:
 the initial weights come from ``torch.manual_seed(seed)`` in a forked RNG state, and sampling uses
 the ``torch.Generator`` the caller passes, so the global RNGs are neither used nor changed.
+
+Devices. Every function works on the device of the model it is given (``model.to(device)``): batches
+are moved there and outputs stay there. The caller's generator may live on the CPU while the model is
+on a GPU: tokens are then drawn on the CPU, so a seed means the same draws on either device.
 """
 
 from __future__ import annotations
@@ -79,7 +83,7 @@ def train_lm(model, draw_batch, *, steps: int, lr: float = 3e-3, weight_decay: f
     model.train()
     losses = np.empty(steps)
     for step in (progress(range(steps)) if progress else range(steps)):
-        ids, target_mask = (torch.as_tensor(a) for a in draw_batch(rng))
+        ids, target_mask = (torch.as_tensor(a, device=_device_of(model)) for a in draw_batch(rng))
         logits = model(ids[:, :-1]).logits
         loss = F.cross_entropy(logits[target_mask[:, 1:]], ids[:, 1:][target_mask[:, 1:]])
         optimiser.zero_grad(set_to_none=True)
@@ -95,6 +99,10 @@ def _warmup_cosine(step: int, steps: int, warmup: int) -> float:
     if step < warmup:
         return (step + 1) / warmup
     return 0.5 * (1.0 + math.cos(math.pi * (step - warmup) / max(1, steps - warmup)))
+
+
+def _device_of(model) -> torch.device:
+    return next(model.parameters()).device
 
 
 def token_logprobs(model, ids: torch.Tensor) -> torch.Tensor:
@@ -128,17 +136,17 @@ def sample(model, prompts: torch.Tensor, max_new_tokens: int, *, eos_id: int, pa
 
 
 def _sample_chunk(model, prompts, max_new_tokens, eos_id, pad_id, temperature, generator):
-    rows = prompts.shape[0]
-    out = torch.full((rows, max_new_tokens), pad_id, dtype=torch.long)
-    logprob = torch.zeros(rows)
-    done = torch.zeros(rows, dtype=torch.bool)
+    rows, where = prompts.shape[0], prompts.device
+    out = torch.full((rows, max_new_tokens), pad_id, dtype=torch.long, device=where)
+    logprob = torch.zeros(rows, device=where)
+    done = torch.zeros(rows, dtype=torch.bool, device=where)
     logits, cache = _forward_with_cache(model, prompts, None)
     for t in range(max_new_tokens):
         logp = torch.log_softmax(logits.float(), dim=-1)
         if temperature == 0:
             token = logp.argmax(-1)
         else:
-            token = torch.multinomial(torch.softmax(logp / temperature, -1), 1, generator=generator).squeeze(1)
+            token = _draw(torch.softmax(logp / temperature, -1), generator)
         token = torch.where(done, torch.full_like(token, pad_id), token)
         logprob += torch.where(done, 0.0, logp.gather(1, token[:, None]).squeeze(1))
         out[:, t] = token
@@ -147,6 +155,13 @@ def _sample_chunk(model, prompts, max_new_tokens, eos_id, pad_id, temperature, g
             break
         logits, cache = _forward_with_cache(model, token[:, None], cache)
     return out, logprob
+
+
+def _draw(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    """One token per row of ``probs``, drawn with ``generator`` on the generator's own device."""
+    if generator is None or generator.device == probs.device:
+        return torch.multinomial(probs, 1, generator=generator).squeeze(1)
+    return torch.multinomial(probs.to(generator.device), 1, generator=generator).squeeze(1).to(probs.device)
 
 
 def _forward_with_cache(model, ids, cache):
@@ -176,7 +191,7 @@ def beam_search(model, prompts: torch.Tensor, max_new_tokens: int, *, num_beams:
             num_return_sequences=1, max_new_tokens=max_new_tokens, length_penalty=0.0, early_stopping="never",
             eos_token_id=eos_id, pad_token_id=pad_id,
         )[:, chunk.shape[1]:]
-        padded = torch.full((chunk.shape[0], max_new_tokens), pad_id, dtype=torch.long)
+        padded = torch.full((chunk.shape[0], max_new_tokens), pad_id, dtype=torch.long, device=chunk.device)
         padded[:, : generated.shape[1]] = generated
         chunks.append(padded)
     return torch.cat(chunks)
