@@ -170,17 +170,17 @@ problems = first["problems"]["sets"]
 generator = torch.Generator().manual_seed(100 * cfg.seeds[0])
 max_new = toy.max_answer_tokens("sets")
 for example in np.flatnonzero(problems["size"] >= 5):
-    prompt = torch.as_tensor(problems["prompt"][example:example + 1])
+    prompt = torch.as_tensor(problems["prompt"][example:example + 1], device=first["model"].device)
     samples, _ = causal_lm.sample(first["model"], prompt.repeat_interleave(cfg.n_samples, 0), max_new,
                                   eos_id=toy.EOS, pad_id=toy.PAD, temperature=cfg.temperature, generator=generator)
-    parsed = [toy.interpret("sets", s) for s in samples.numpy()]
+    parsed = [toy.interpret("sets", s) for s in samples.cpu().numpy()]
     if any(p is not None for p in parsed):
         break
 matrix = np.array([p if p is not None else np.full(method.N_ITEMS, np.nan) for p in parsed], dtype=float)
-latents, _ = toy.parsed_latents("sets", samples.numpy(), phi=lambda a: toy.interpret("sets", a))
+latents, _ = toy.parsed_latents("sets", samples.cpu().numpy(), phi=lambda a: toy.interpret("sets", a))
 bayes, risk = method.bayes_response("sets", latents)
 beam_ids = causal_lm.beam_search(first["model"], prompt, max_new, num_beams=cfg.n_samples, eos_id=toy.EOS, pad_id=toy.PAD)
-beam = toy.interpret("sets", beam_ids[0].numpy())
+beam = toy.interpret("sets", beam_ids[0].cpu().numpy())
 truth = problems["truth"][example]
 
 # %%

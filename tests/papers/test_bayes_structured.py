@@ -586,3 +586,23 @@ def test_claim_values_on_hand_made_results():
     for seed in (3, 7):
         for claim, value in want[seed].items():
             assert values[seed][claim] == pytest.approx(value), (seed, claim)
+
+
+# Reading a number back from torch's shape-only "meta" device fails with this; tensors left on the CPU
+# while the model is elsewhere fail earlier, with "Expected all tensors to be on the same device".
+META_READ = r"cannot be called on meta tensors|Cannot copy out of meta tensor"
+
+
+def test_paper_profile_keeps_tensors_on_the_model_device(monkeypatch):
+    from replib import core
+
+    monkeypatch.setenv("REPLIB_DEVICE", "meta")  # core.model_device("paper") is then "meta"
+    cfg = core.configure(experiment.EXPERIMENT_PROFILES, "paper", experiment.EXPERIMENT_BOUNDS, seeds=[0],
+                         train_steps=2, n_test=2, n_samples=2, num_beams=2)
+    with pytest.raises(RuntimeError, match=META_READ):
+        experiment.run_seed(cfg, 0)  # training reaches loss.item()
+    cfg.profile = "book"  # trained on the CPU, then decoded on meta
+    model, _ = experiment.train_model(cfg, 0)
+    problems = toy.sample_problems("sets", 2, np.random.default_rng(0))
+    with pytest.raises(RuntimeError, match=META_READ):
+        experiment.decode_task(model.to("meta"), "sets", problems, cfg, 0)

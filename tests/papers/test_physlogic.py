@@ -6,6 +6,7 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 import yaml
 
 from replib import core
@@ -265,3 +266,21 @@ def test_graders_accept_the_reference_and_reject_a_wrong_answer():
         exercises.check_inferential_progress(
             lambda M: np.mean([1 - max(np.corrcoef(M[:, j], M[:, k])[0, 1] for k in range(j))
                                for j in range(1, M.shape[1])]) if M.shape[1] > 1 else 1.0)
+
+
+# Reading a number back from torch's shape-only "meta" device fails with this; tensors left on the CPU
+# while the model is elsewhere fail earlier, with "Expected all tensors to be on the same device".
+META_READ = r"cannot be called on meta tensors|Cannot copy out of meta tensor"
+
+
+def test_paper_profile_keeps_tensors_on_the_model_device(monkeypatch):
+    monkeypatch.setenv("REPLIB_DEVICE", "meta")  # core.model_device("paper") is then "meta"
+    cfg = core.configure(experiment.EXPERIMENT_PROFILES, "paper", experiment.EXPERIMENT_BOUNDS, seeds=[0], n_train=20,
+                         n_test=10, n_defect_problems=2, steps=2, n_embd=16, conditions=["logicality", "correctness"])
+    with pytest.raises(RuntimeError, match=META_READ):
+        experiment.run_seed(cfg, 0)  # training reaches loss.item()
+    train, test = experiment.split_problems(cfg, 0)
+    model, _ = experiment.train_condition(cfg, 0, [task.prompt_tokens(p) for p in train[:4]],
+                                          [task.trace_tokens(p["steps"], p["answer"]) for p in train[:4]])
+    with pytest.raises(RuntimeError, match=META_READ):
+        experiment.solve(model.to("meta"), test[:3], 1.0, torch.Generator().manual_seed(0))

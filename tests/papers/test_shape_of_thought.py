@@ -137,3 +137,21 @@ def test_claim_values_on_hand_made_runs():
 def test_profiles_share_keys():
     keys = {k: set(p) for k, p in experiment.EXPERIMENT_PROFILES.items()}
     assert keys["smoke"] == keys["book"] == keys["paper"]
+
+
+# Reading a number back from torch's shape-only "meta" device fails with one of these; tensors left on
+# the CPU while the model is elsewhere fail earlier, with "Expected all tensors to be on the same device".
+META_READ = r"cannot be called on meta tensors|Cannot copy out of meta tensor"
+
+
+def test_paper_profile_keeps_tensors_on_the_model_device(monkeypatch):
+    monkeypatch.setenv("REPLIB_DEVICE", "meta")  # core.model_device("paper") is then "meta"
+    from replib import core
+
+    cfg = core.configure(experiment.EXPERIMENT_PROFILES, "paper", experiment.EXPERIMENT_BOUNDS, seeds=[0], steps=2,
+                         n_test=3, n_train=10, d_model=16)
+    with pytest.raises((RuntimeError, NotImplementedError), match=META_READ):
+        experiment.run_experiment(cfg)
+    model = method.UnifiedDecoder(d=16, n_layer=1, seed=0).to("meta")
+    with pytest.raises((RuntimeError, NotImplementedError), match=META_READ):
+        method.generate(model, "sot", [[task.TOK["TABLE"], task.TOK["K2"]]] * 2, img_rounds=2, img_temperature=1.0)

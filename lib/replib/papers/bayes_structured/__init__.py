@@ -83,4 +83,7 @@ Fidelity notes (the accessible text of the paper is the abstract and Fig. 1; see
   variant that finishes *every* ``<eos>`` continuation (``eos_rule="all"``) finds the string mode
   (1/2/3/4/5; the digest's s = 5 value 2 is the other side of an exact tie between a 2-set and a
   3-set string, decided there by rounding).
+
+Device: at the paper profile the models run on `core.model_device` (a GPU when present); smoke and
+book run on the CPU.
 """

@@ -10,7 +10,7 @@ import pandas as pd
 import torch
 
 from replib.core.data import replay_batches
-from replib.core.runtime import seed_everything
+from replib.core.runtime import compute_threads, model_device, seed_everything
 from replib.models.causal_lm import (
     beam_search,
     completion_mask,
@@ -82,9 +82,10 @@ SCORES = ("bayesian risk", "predictive entropy", "semantic entropy", "distinct a
 def train_model(cfg, seed: int, progress=None):
     """The tiny GPT of the experiment, trained from scratch on the mixed training stream (Adam-W,
     cosine schedule; fresh noisy examples every step, stored as the Dataset of
-    :func:`.task.training_corpus`). Returns the model and its loss curve."""
+    :func:`.task.training_corpus`), on ``model_device(cfg.profile)`` (a GPU at the paper profile when
+    there is one). Returns the model and its loss curve."""
     model = tiny_gpt(len(TOKENS), n_layer=cfg.n_layer, n_embd=cfg.n_embd, n_head=cfg.n_head,
-                     n_positions=MAX_LEN + 1, pad_id=PAD, eos_id=EOS, seed=seed)
+                     n_positions=MAX_LEN + 1, pad_id=PAD, eos_id=EOS, seed=seed).to(model_device(cfg.profile))
     corpus = training_corpus(cfg.train_steps, cfg.batch_size, seed)
     losses = train_lm(model, replay_batches(corpus, cfg.batch_size), steps=cfg.train_steps,
                       lr=cfg.lr, seed=seed, progress=progress)
@@ -101,8 +102,9 @@ def decode_task(model, task: str, problems: dict, cfg, seed: int) -> tuple[list[
     beams and beam search with N beams ("equal beam": as many sequences per decoding step as the N
     samples, so the same number of forward passes) decode the prompt directly. Sets are also read
     with the strict parser (columns ``strict ...``). Returns one row per prompt and the seconds spent
-    sampling and in the equal-compute beam search."""
-    prompts = torch.as_tensor(problems["prompt"])
+    sampling and in the equal-compute beam search. The model may be on a GPU: the draws come from a
+    CPU generator and the decodes are brought back to the CPU before they are read."""
+    prompts = torch.as_tensor(problems["prompt"], device=model.device)
     n, N, max_new = len(prompts), cfg.n_samples, max_answer_tokens(task)
     generator = torch.Generator().manual_seed(seed)
     start = time.perf_counter()
@@ -114,7 +116,8 @@ def decode_task(model, task: str, problems: dict, cfg, seed: int) -> tuple[list[
     start = time.perf_counter()
     single["equal beam"] = beam_search(model, prompts, max_new, num_beams=N, eos_id=EOS, pad_id=PAD)
     seconds_beam = time.perf_counter() - start
-    beam_logprob = _completion_logprob(model, prompts, single["equal beam"])
+    beam_logprob = _completion_logprob(model, prompts, single["equal beam"]).cpu()
+    samples, sample_logprob, single = samples.cpu(), sample_logprob.cpu(), {k: v.cpu() for k, v in single.items()}
     rows = []
     for i in range(n):
         answers = samples[i * N:(i + 1) * N].numpy()
@@ -170,18 +173,20 @@ def _completion_logprob(model, prompts, completions):
 
 
 def run_seed(cfg, seed: int, progress=None) -> dict:
-    """Train one model and decode fresh test prompts of every task with it (one seed)."""
-    seed_everything(seed)
-    model, losses = train_model(cfg, seed, progress)
-    rng = np.random.default_rng(10_000 + seed)
-    rows, seconds = [], {"sampling": 0.0, "beam": 0.0}
-    problems = {}
-    for k, task in enumerate(TASKS):
-        problems[task] = sample_problems(task, cfg.n_test, rng)
-        task_rows, task_seconds = decode_task(model, task, problems[task], cfg, seed=100 * seed + k)
-        rows += task_rows
-        for key in seconds:
-            seconds[key] += task_seconds[key]
+    """Train one model and decode fresh test prompts of every task with it (one seed), on one thread
+    with torch's deterministic algorithms on (:func:`replib.core.runtime.compute_threads`)."""
+    with compute_threads(1):
+        seed_everything(seed)
+        model, losses = train_model(cfg, seed, progress)
+        rng = np.random.default_rng(10_000 + seed)
+        rows, seconds = [], {"sampling": 0.0, "beam": 0.0}
+        problems = {}
+        for k, task in enumerate(TASKS):
+            problems[task] = sample_problems(task, cfg.n_test, rng)
+            task_rows, task_seconds = decode_task(model, task, problems[task], cfg, seed=100 * seed + k)
+            rows += task_rows
+            for key in seconds:
+                seconds[key] += task_seconds[key]
     table = pd.DataFrame(rows)
     table.insert(0, "seed", seed)
     return {"table": table, "losses": losses, "seconds": seconds, "model": model, "problems": problems}

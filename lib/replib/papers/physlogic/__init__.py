@@ -31,4 +31,7 @@ derives the asked quantity, 1 otherwise), the teacher and its defect rates, best
 S among correct candidates, supervised fine-tuning of a 0.1M-parameter GPT from scratch, and every
 budget. Left out: the out-of-distribution set with longer chains, per-type reporting, the real
 benchmark items.
+
+Device: at the paper profile the models run on `core.model_device` (a GPU when present); smoke and
+book run on the CPU.
 """

@@ -12,7 +12,7 @@ import torch
 from scipy.stats import spearmanr
 
 from replib.core.data import cached_dataset
-from replib.core.runtime import compute_threads, seed_everything
+from replib.core.runtime import compute_threads, model_device, seed_everything
 from replib.models.causal_lm import sample, tiny_gpt, train_lm
 
 from . import task
@@ -144,12 +144,13 @@ def _n_positions(cfg) -> int:
     return 16 + MAX_NEW_TOKENS + 3
 
 
-def train_condition(cfg, seed: int, prompts, traces, progress=None):
-    """A fresh tiny GPT (the same initial weights for every condition of a seed) fine-tuned with
-    :func:`replib.models.causal_lm.train_lm` on one trace per problem; returns the model and losses."""
+def train_condition(cfg, seed: int, prompts, traces, progress=None, device: str = "cpu"):
+    """A fresh tiny GPT (the same initial weights for every condition of a seed) moved to ``device`` and
+    fine-tuned with :func:`replib.models.causal_lm.train_lm` on one trace per problem; returns the
+    model and losses."""
     model = tiny_gpt(len(task.VOCAB), n_layer=cfg.n_layer, n_embd=cfg.n_embd, n_head=cfg.n_head,
                      n_positions=_n_positions(cfg), pad_id=task.TOKEN[task.PAD], eos_id=task.TOKEN[task.EOS],
-                     seed=seed)
+                     seed=seed).to(device)
     ids, mask = sequences(prompts, traces)
     used = mask.any(axis=0)
     width = int(np.flatnonzero(used).max()) + 1
@@ -167,12 +168,13 @@ def train_condition(cfg, seed: int, prompts, traces, progress=None):
 
 def solve(model, problems: list[dict], temperature: float = 0.0, generator=None) -> list[tuple[str, int | None]]:
     """Solutions of ``problems`` (grouped by prompt length), greedy at ``temperature`` 0, else
-    drawn: the reasoning text and the answer of each."""
+    drawn (with ``generator``, a CPU generator whatever the model's device): the reasoning text and
+    the answer of each."""
     out = [None] * len(problems)
     prompts = [task.prompt_tokens(p) for p in problems]
     for length in sorted({len(p) for p in prompts}):
         rows = [r for r, p in enumerate(prompts) if len(p) == length]
-        completions, _ = sample(model, torch.tensor([prompts[r] for r in rows]), MAX_NEW_TOKENS,
+        completions, _ = sample(model, torch.tensor([prompts[r] for r in rows], device=model.device), MAX_NEW_TOKENS,
                                 eos_id=task.TOKEN[task.EOS], pad_id=task.TOKEN[task.PAD], temperature=temperature,
                                 generator=generator)
         for r, tokens in zip(rows, completions.tolist()):
@@ -198,7 +200,9 @@ def evaluate(model, problems: list[dict], encoder: TfidfEncoder, tau: float, tem
 def run_seed(cfg, seed: int, progress=None, threads: int = 1) -> dict:
     """One seed: problems, encoder, the scored candidate corpus, claim 4's defect check, then for
     every condition of ``cfg.conditions`` the selected traces, a fine-tuned model and its held-out
-    evaluation. Plain data only (no models)."""
+    evaluation. Plain data only (no models). The models run on ``model_device(cfg.profile)`` (a GPU
+    at the paper profile when there is one)."""
+    where = model_device(cfg.profile)
     with compute_threads(threads):
         seed_everything(seed)
         seconds = {"seed": seed}
@@ -230,7 +234,7 @@ def run_seed(cfg, seed: int, progress=None, threads: int = 1) -> dict:
                              "defect_free": float((defect_names[rows] == "").mean()),
                              "correct_with_defect": correct_with_defect})
             start = time.perf_counter()
-            model, loss = train_condition(cfg, seed, prompts, [tokens[int(r)] for r in rows], progress)
+            model, loss = train_condition(cfg, seed, prompts, [tokens[int(r)] for r in rows], progress, where)
             seconds[f"train_{condition}"] = time.perf_counter() - start
             start = time.perf_counter()
             generator = torch.Generator().manual_seed(1000 * seed + 5)  # the same draws for every condition

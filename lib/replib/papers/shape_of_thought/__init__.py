@@ -22,4 +22,7 @@ confidence-ordered unmasking instead of flow steps, no classifier-free guidance)
 trains every image block of a record; for budget we train one block per record, drawn uniformly,
 as the digest proposes. T2S-CompBench's scoring is not known: the metrics are deterministic
 parsers of ours.
+
+Device: at the paper profile the models run on `core.model_device` (a GPU when present); smoke and
+book run on the CPU.
 """

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from replib.core.runtime import compute_threads
+from replib.core.runtime import compute_threads, model_device
 
 from .method import generate, train_model
 from .task import (
@@ -65,7 +65,8 @@ def run_experiment(cfg, progress=None):
     """Train and sample every variant of :data:`VARIANTS` on every seed of ``cfg``.
 
     Per seed: the same ``n_train`` tables for all variants (``training_tables``), a model seeded with
-    the seed, ``n_test`` prompts split evenly over the counts, sampled with the seed + 1000.
+    the seed (on ``model_device(cfg.profile)``: a GPU at the paper profile when there is one),
+    ``n_test`` prompts split evenly over the counts, sampled with the seed + 1000.
     Returns ``(rows, samples, losses)``: one row per (seed, variant) with :func:`evaluate`'s
     metrics and ``n_test``; the outputs of the first seed per variant (with their counts under
     ``"ks"``) and each first-seed training loss curve."""
@@ -73,11 +74,12 @@ def run_experiment(cfg, progress=None):
     rows, samples, losses = [], {}, {}
     ks = [COUNTS[i % len(COUNTS)] for i in range(cfg.n_test)]
     prompts = [[TOK["TABLE"], TOK[f"K{k}"]] for k in ks]
+    where = model_device(cfg.profile)
     with compute_threads(1):
         for seed, variant in progress(jobs) if progress is not None else jobs:
             records = [build_sequence(variant, k, parts) for k, parts in training_tables(cfg.n_train, seed)]
             model, curve = train_model(records, steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr,
-                                       d=cfg.d_model, seed=seed)
+                                       d=cfg.d_model, seed=seed, device=where)
             out = generate(model, variant, prompts, img_rounds=cfg.img_rounds,
                            img_temperature=cfg.img_temperature, seed=seed + 1000)
             rows.append(dict(seed=seed, variant=variant, n_test=cfg.n_test, **evaluate(out, ks)))

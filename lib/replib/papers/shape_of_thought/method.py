@@ -96,7 +96,7 @@ def attention_mask(group, noisy, valid) -> torch.Tensor:
     clean_key = ~nk & torch.where(nq, gk < gq, gk <= gq)
     same_noisy = nq & nk & (gk == gq)
     m = (clean_key | same_noisy) & valid[:, None, :] & valid[:, :, None]
-    eye = torch.eye(group.shape[1], dtype=torch.bool)[None]
+    eye = torch.eye(group.shape[1], dtype=torch.bool, device=group.device)[None]
     return m | (eye & ~valid[:, :, None])
 
 
@@ -153,9 +153,19 @@ def unmask_schedule(n_tokens: int, rounds: int) -> list[int]:
     return [b - a for a, b in zip(done, done[1:])]
 
 
+def _device_of(model) -> torch.device:
+    return next(model.parameters()).device
+
+
+def _draw(probs: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """One index per row of ``probs`` (``(n, k)``), drawn with ``gen`` on the generator's own device
+    (the CPU), so a seed means the same draws whatever device the model is on."""
+    return torch.multinomial(probs.to(gen.device), 1, generator=gen).to(probs.device)
+
+
 def _forward_last(model, seqs, flags, extra_block: bool):
-    """Logits of right-padded clean sequences (lists of ids and image flags); with ``extra_block``
-    the last ``IMG_LEN`` tokens are one image block (they attend to each other)."""
+    """Logits of right-padded clean sequences (lists of ids and image flags), on the model's device;
+    with ``extra_block`` the last ``IMG_LEN`` tokens are one image block (they attend to each other)."""
     L = max(len(s) for s in seqs)
     ids = torch.full((len(seqs), L), PAD)
     grp = torch.full((len(seqs), L), L + 1)
@@ -164,7 +174,9 @@ def _forward_last(model, seqs, flags, extra_block: bool):
         ids[b, :len(s)] = torch.as_tensor(s)
         grp[b, :len(s)] = torch.as_tensor(block_groups(f))
         valid[b, :len(s)] = True
-    pos = torch.arange(L).expand(len(seqs), L)
+    where = _device_of(model)
+    ids, grp, valid = ids.to(where), grp.to(where), valid.to(where)
+    pos = torch.arange(L, device=where).expand(len(seqs), L)
     mask = attention_mask(grp, torch.zeros_like(valid), valid)
     return model(ids, pos, mask)
 
@@ -173,17 +185,17 @@ def generate_image(model, seqs, flags, rounds: int, temperature: float, gen: tor
     """Parallel image generation for a batch of contexts: append ``IMG_LEN`` MASK tokens as one
     block, then in each of ``rounds`` rounds sample every masked token at ``temperature`` and keep
     the most confident ones (the number from :func:`unmask_schedule`). Returns ``(B, IMG_LEN)``."""
-    B = len(seqs)
-    block = torch.full((B, IMG_LEN), MASK)
+    B, where = len(seqs), _device_of(model)
+    block = torch.full((B, IMG_LEN), MASK, device=where)
     lens = [len(s) for s in seqs]
     for n_new in unmask_schedule(IMG_LEN, rounds):
         full = [s + block[b].tolist() for b, s in enumerate(seqs)]
         fl = [f + [True] * IMG_LEN for f in flags]
         logits = _forward_last(model, full, fl, True)
-        idx = torch.as_tensor(lens)[:, None] + torch.arange(IMG_LEN)
+        idx = torch.as_tensor(lens, device=where)[:, None] + torch.arange(IMG_LEN, device=where)
         lg = logits.gather(1, idx[..., None].expand(-1, -1, logits.shape[-1]))[..., IMG0:IMG0 + 16]
         probs = F.softmax(lg / temperature, -1)
-        draw = torch.multinomial(probs.reshape(-1, 16), 1, generator=gen).view(B, IMG_LEN)
+        draw = _draw(probs.reshape(-1, 16), gen).view(B, IMG_LEN)
         conf = probs.gather(-1, draw[..., None])[..., 0]
         conf = torch.where(block == MASK, conf, -1.0)
         keep = conf.topk(n_new, dim=1).indices
@@ -197,8 +209,9 @@ def generate(model, variant: str, prompts, *, img_rounds: int, img_temperature: 
     is ASSEMBLY, generate the state image it announces and append it; repeat until ASSEMBLY (or
     ``max_steps`` rationales), then generate the final image. The model decides when to stop.
     Returns per prompt a dict with the rationale tokens, the intermediate states and the final image
-    (token arrays)."""
+    (token arrays). Works on the model's device; the draws come from a CPU generator."""
     gen = torch.Generator().manual_seed(seed)
+    where = _device_of(model)
     seqs = [list(p) for p in prompts]
     flags = [[False] * len(p) for p in prompts]
     out = [dict(rationales=[], states=[]) for _ in prompts]
@@ -208,10 +221,10 @@ def generate(model, variant: str, prompts, *, img_rounds: int, img_temperature: 
             if not active:
                 break
             logits = _forward_last(model, [seqs[b] for b in active], [flags[b] for b in active], False)
-            last = torch.as_tensor([len(seqs[b]) - 1 for b in active])
-            lg = logits[torch.arange(len(active)), last, :N_TEXT]
+            last = torch.as_tensor([len(seqs[b]) - 1 for b in active], device=where)
+            lg = logits[torch.arange(len(active), device=where), last, :N_TEXT]
             lg[:, :TOK["TOP"]] = -math.inf  # only rationale or ASSEMBLY tokens may follow
-            tok = torch.multinomial(F.softmax(lg / text_temperature, -1), 1, generator=gen)[:, 0].tolist()
+            tok = _draw(F.softmax(lg / text_temperature, -1), gen)[:, 0].tolist()
             still = []
             for b, t in zip(active, tok):
                 if len(out[b]["rationales"]) >= max_steps:
@@ -230,17 +243,18 @@ def generate(model, variant: str, prompts, *, img_rounds: int, img_temperature: 
                     out[b]["states"].append(np.array(img))
             active = still
         finals = generate_image(model, seqs, flags, img_rounds, img_temperature, gen)
-    for o, f in zip(out, finals.numpy()):
+    for o, f in zip(out, finals.cpu().numpy()):
         o["final"] = f
     return out
 
 
 def train_model(records, *, steps: int, batch_size: int = 32, lr: float = 3e-3, d: int = 64,
-                n_layer: int = 2, seed: int = 0, warmup: int = 50):
+                n_layer: int = 2, seed: int = 0, warmup: int = 50, device: str = "cpu"):
     """Train a :class:`UnifiedDecoder` on batches of ``records`` drawn with ``default_rng(seed)``:
     AdamW (betas 0.9, 0.95, as the release), linear warm-up then cosine decay to 5% of ``lr``,
-    gradient-norm clip 1.0. Returns the model and the loss per step."""
-    model = UnifiedDecoder(d=d, n_layer=n_layer, seed=seed)
+    gradient-norm clip 1.0. The model (initialised on the CPU) and its batches live on ``device``.
+    Returns the model and the loss per step."""
+    model = UnifiedDecoder(d=d, n_layer=n_layer, seed=seed).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.01)
     rng = np.random.default_rng(seed)
     losses = []
@@ -249,6 +263,7 @@ def train_model(records, *, steps: int, batch_size: int = 32, lr: float = 3e-3, 
         for group in opt.param_groups:
             group["lr"] = lr * scale
         batch = make_training_batch([records[i] for i in rng.integers(len(records), size=batch_size)], rng)
+        batch = {key: value.to(device) for key, value in batch.items()}
         loss = sot_loss(model(batch["ids"], batch["pos"], batch["mask"]), batch)
         opt.zero_grad()
         loss.backward()
