@@ -87,6 +87,21 @@ def test_noisy_traces_corrupt_at_rate_eps_and_continue_from_the_corruption():
 # ---- exact evaluation -------------------------------------------------------------------------
 
 
+def test_stored_batches_are_the_replayed_stream(tmp_path, monkeypatch):
+    from replib.core.data import replay_batches
+
+    monkeypatch.setenv("REPLIB_CACHE_DIR", str(tmp_path))
+    corpus = task.pretraining_corpus(3, 4, L=6, eps=0.4, seed=5)
+    fast, slow = task._stored_batches(corpus, 4), replay_batches(corpus, 4)
+    ids = []
+    for _ in range(3):
+        batch = fast(None)
+        for a, b in zip(batch, slow(None), strict=True):
+            assert a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b)
+        ids.append(batch[0])
+    assert not np.array_equal(ids[0], ids[1])  # each call hands out the next batch
+
+
 def test_exact_pass_at_1_matches_sampling():
     model = tiny_model(1)
     problems = task.all_problems()[::50]  # 20 problems

@@ -10,6 +10,9 @@ importance weights), evaluate on the unprefixed problems. Objective (book notati
 
     J_pre(pi) = E_x E_{h ~ rho} E_{y' ~ pi(. | x, y^x_{1:h})} r(x, y^x_{1:h} + y').
 
+Device: at the paper profile the models run on `core.model_device` (a GPU when present); smoke and
+book run on the CPU.
+
 Modules (torch for the model, numpy for the theory):
 
 * :mod:`.method`: PrefixRL's own pieces: the prefix length of each RL step (``draw_prefix_len``:
@@ -61,6 +64,10 @@ below is the digest's proposal or ours):
   per-step accuracy set by the noise) and is learnable: 600 steps at lr 3e-3 reach 0.007 nats
   above the noise floor with per-step accuracy about 0.6, 400 steps at lr 5e-3 (the book profile since
   the revision of 2026-12-02, to fit both regimes in the budget) reach 0.01 to 0.02 nats.
+* RL budget. The book profile runs 50 RL steps per method and regime, evaluated every 10 (100 steps
+  every 20 until issue 18 halved them to fit the notebook's time limit; the paper profile runs 300).
+  The pretraining stream is stored as a ``datasets.Dataset`` and read back in one piece
+  (``task._stored_batches``), not row by row, which had taken about half of the base model's time.
 
 * Two regimes share one base model per seed (pretrained on chains of L steps). *Starved* (L = 20,
   base pass@1 about 3e-5): the off-policy traces are *oracle* traces (the generator program, a

@@ -23,7 +23,8 @@ def truncated_importance_weights(logprob_new: torch.Tensor, behaviour_prob, clip
     """Per-token importance weights of an off-policy token, truncated (as in V-trace's rho-bar):
     w_t = min(pi_theta(y_t | x, y_<t) / mu(y_t | x, y_<t), clip), detached. ``logprob_new`` is
     log pi_theta, ``behaviour_prob`` the behaviour policy's probability mu of the same tokens."""
-    ratio = torch.exp(logprob_new.detach()) / torch.as_tensor(behaviour_prob, dtype=logprob_new.dtype)
+    mu = torch.as_tensor(behaviour_prob, dtype=logprob_new.dtype, device=logprob_new.device)
+    ratio = torch.exp(logprob_new.detach()) / mu
     return ratio.clamp(max=clip)
 
 
@@ -45,10 +46,11 @@ def iw_offpolicy_step(model, optimiser, problems, behaviour_probs, cfg, generato
     problems = np.asarray(problems, dtype=np.int64).reshape(-1, 3)
     n = len(problems)
     ids, mask, on_rewards = rollouts(model, problems, 0, G - 1, L, generator)
-    rewards = torch.cat([on_rewards, torch.ones(n, 1)], dim=1)
+    rewards = torch.cat([on_rewards, torch.ones(n, 1, device=on_rewards.device)], dim=1)
     advantages = group_advantages(rewards)
     on_logprob = sequence_logprob(model, ids, mask).reshape(n, G - 1)
-    trace_logprobs = token_logprobs(model, torch.as_tensor(sequences(problems, correct_traces(problems, L))))
+    traces = torch.as_tensor(sequences(problems, correct_traces(problems, L)), device=ids.device)
+    trace_logprobs = token_logprobs(model, traces)
     trace_logprobs = trace_logprobs[:, PROMPT_LEN - 1:]
     weights = truncated_importance_weights(trace_logprobs, behaviour_probs, cfg.iw_clip)
     off_logprob = (weights * trace_logprobs).sum(dim=1, keepdim=True)
