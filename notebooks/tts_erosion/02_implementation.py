@@ -21,7 +21,9 @@
 # 2. read the text-to-speech-token LM and its factorised embeddings;
 # 3. match each piece of DGSA in `replib.papers.tts_erosion.method` to its equation, and check it on
 #    tiny inputs;
-# 4. build DGSA's two preference sets by style-prompt switching.
+# 4. build DGSA's two preference sets by style-prompt switching;
+# 5. follow one TDSC iteration (Sec. 4): the temperature ladder, the self-critique judge, the
+#    preference pair and the two updates, and listen to a token sequence.
 
 # %%
 # Colab set-up: installs the book's package, replib, from its repository (branch main).
@@ -242,6 +244,105 @@ assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), task.m
 print(f"DGSA loss {losses[0]:.4f} -> {losses[-1]:.4f} in {n_align_steps} steps; the SFT model is unchanged")
 
 # %% [markdown]
+# ## Sec. 4: TDSC, for a language with no real speech
+#
+# TDSC starts from an SFT model trained on synthetic speech only. In the toy that is a second
+# language ("Lao": its own text chain over all 16 phonemes) whose only speech comes from the three
+# flat systems speaking it through a **cross-lingual mapping**: phonemes 14 and 15, which the systems'
+# language lacks, come out as 12 and 13 half the time, and 5% of the other phonemes are swapped;
+# utterances with PER $\ge 0.5$ are dropped, as the paper filters its Lao data (App. F.3). So the
+# synthetic-only model inherits systematic phonetic errors that a judge who knows the language can
+# catch.
+
+# %%
+l2_chain = task.text_chain(0, language=1)
+l2_rows = task.make_l2_corpus(200, l2_chain, np.random.default_rng(3), mapped_share=0.5, substitution=0.05)
+l2_per = np.array([task.per(r["speech"], r["text"]) for r in l2_rows])
+assert (l2_per < 0.5).all() and l2_per.mean() > 0  # the filter, and the errors it lets through
+assert all(set(r["spoken"][r["text"] == 14]) <= {12, 14} for r in l2_rows)  # 14 is said right or as 12
+print(f"synthetic L2 corpus: mean PER {l2_per.mean():.3f}, {np.mean(l2_per > 0):.0%} of utterances with an error")
+
+# %% [markdown]
+# **Step 1, temperature-diverse sampling.** At iteration $k$, $N=12$ candidates per text, four at each
+# of $T\in\{0.7, 1.0, T^{(k)}_{max}\}$, each from $\pi^{(T)}(y_t\mid\cdot)\propto\pi_\theta(y_t\mid\cdot)^{1/T}$
+# (the shared sampler divides the logits by $T$). The curriculum: $T^{(k)}_{max}=0.8+0.1k$ for $K=5$
+# (App. D.2), compressed to run from 0.9 to 1.3 in fewer iterations.
+
+# %%
+core.show_source(method.temperature_ladder)
+assert all(np.isclose(method.temperature_ladder(k, 5)[-1], 0.8 + 0.1 * k) for k in range(1, 6))
+assert method.temperature_ladder(1, 2) == (0.7, 1.0, 0.9) and method.temperature_ladder(2, 2) == (0.7, 1.0, 1.3)
+logits = torch.tensor([2.0, 1.0, 0.0, -1.0])
+entropies = [float(-(torch.softmax(logits / t, 0) * torch.log_softmax(logits / t, 0)).sum()) for t in (0.7, 1.0, 1.3)]
+assert entropies[0] < entropies[1] < entropies[2]  # hotter sampling, flatter next-token distribution
+print("entropy (nats) of one next-token distribution at T = 0.7, 1.0, 1.3:", np.round(entropies, 3))
+
+# %% [markdown]
+# **Step 2, the self-critique judge.** $C(y)=1$ iff $\mathrm{WER}(y)<\tau_w=0.40$, $R_{rep}(y)<\tau_r=0.10$ and
+# $\mathrm{Len}(y)\in[\gamma_{min}|x|,\gamma_{max}|x|]$ with $\gamma_{min}=0.5$, $\gamma_{max}=2$. The paper does not
+# give the units of Len and $|x|$; we count frames against two frames per text phoneme, the rate of
+# the synthetic voices (*proposed*). The judge's WER is the oracle decoder's PER, a stronger judge
+# than the paper's ASR (the experiment's `judge_noise` setting makes it mishear).
+
+# %%
+core.show_source(method.self_critique)
+wer, rep, length = np.array([0.2, 0.5, 0.2, 0.2, 0.0]), np.array([0.0, 0.0, 0.2, 0.0, 0.0]), np.array([10, 10, 10, 30, 5])
+accepted, shape_ok = method.self_critique(wer, rep, length, text_length=np.full(5, 5))  # |x| = 5: 10 frames
+assert list(accepted) == [True, False, False, False, True]   # too many errors / a loop / too long
+assert list(shape_ok) == [True, True, False, False, True]    # the length and repetition filters alone
+
+# %% [markdown]
+# **Step 3, the pairs.** The winner $y_w$ is the accepted candidate with the lowest WER (ties: the one
+# with the largest token entropy of its own, *proposed*); the loser $y_l$ passes the length and
+# repetition filters but has a high WER, so the DPO signal is about phonetics, not duration.
+
+# %%
+core.show_source(method.tdsc_pair)
+assert method.tdsc_pair(wer, accepted, shape_ok, spread=np.array([1.0, 0, 0, 0, 0.5])) == (4, 1)
+assert method.tdsc_pair([0.0, 0.0, 0.6], [True, True, False], [True, True, True], [1.0, 2.0, 0.0]) == (1, 2)
+assert method.tdsc_pair([0.0, 0.6], [True, False], [True, False], [0.0, 0.0]) is None  # no usable loser
+
+# %% [markdown]
+# **Steps 4 and 5, the updates.** SFT on the accepted set $G^{(k)}$, $-\mathbb E_{y\in G}\log\pi_\theta(y|x)$,
+# then DPO on the pairs with the model after the SFT step as $\pi_{ref}$ (the paper names no reference
+# for TDSC: *proposed*). Both reuse the chapter's code: `causal_lm.train_lm` and `align` with one set.
+# **Self-Training**, the baseline, is the same update without pairs, after sampling as many candidates
+# at $T=1$ alone; the experiment gives it as many SFT steps as TDSC's SFT and DPO steps together.
+
+# %%
+core.show_source(method.tdsc_update)
+core.show_source(experiment.tdsc_round)
+
+# %%
+g_rows = [{"text": r["text"], "speech": r["speech"], "prompt": np.zeros(0, int)} for r in l2_rows[:8]]
+w_ids, w_mask = task.pad_batch([task.training_sequence(r["text"], r["speech"]) for r in l2_rows[:4]])
+l_ids, l_mask = task.pad_batch([task.training_sequence(r["text"], r["speech"][::-1]) for r in l2_rows[:4]])
+tdsc_pairs = method.PreferenceSet(w_ids, w_mask, l_ids, l_mask)
+updated = method.tdsc_update(model, task.batches(g_rows, 4), tdsc_pairs, sft_steps=2, sft_lr=1e-3, dpo_steps=2,
+                             batch_pairs=2, dpo_lr=1e-3, beta=0.1, seed=0)
+assert not all(torch.equal(a, b) for a, b in zip(updated.state_dict().values(), model.state_dict().values()))
+assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), task.make_lm(seed=0).state_dict().values()))
+print("one TDSC update moved a copy of the model; the model it started from is unchanged")
+
+# %% [markdown]
+# ## Listening
+#
+# Every claim is measured on tokens, but a token sequence can also be heard. `task.render` is a
+# numpy source-filter synthesiser: each token is a 40 ms frame whose source is a harmonic series at
+# the pitch bin's fundamental, $f_0=110\cdot2^{(b-4)/6}$ Hz, shaped by three formant resonances of the
+# phoneme; a pause is silence. It is for listening only (the experiment plays a few outputs).
+
+# %%
+core.show_source(task.render)
+hum = task.render(np.repeat(task.speech_token(0, 7), 10))  # one phoneme held for 0.4 s at pitch bin 7
+spectrum = np.abs(np.fft.rfft(hum[1600:6400] * np.hanning(4800)))
+freqs = np.fft.rfftfreq(4800, 1 / task.RATE)
+low = freqs < 200
+assert abs(freqs[low][spectrum[low].argmax()] - task.pitch_hz(7)) < 5  # its fundamental is bin 7's f0
+assert len(task.render(real)) == len(real) * 640 and np.abs(task.render(real)).max() <= 1.0
+print(f"f0 of bin 7: {task.pitch_hz(7):.1f} Hz; the rendered tone's lowest peak: {freqs[low][spectrum[low].argmax()]:.1f} Hz")
+
+# %% [markdown]
 # ## Exercises
 #
 # **Exercise 1.** Write `mixture_entropy_slope(p_real, p_syn, alpha)`: the corrected slope in bits,
@@ -289,7 +390,23 @@ def prosodic_entropy(generations):
 exercises.check_prosodic_entropy(prosodic_entropy)
 
 # %% [markdown]
-# **Exercise 4 (open).** Score both preference sets without the prompt (change the `prompts` passed
+# **Exercise 4.** Write `self_critique(wer, rep, length, text_length)`, TDSC's judge at the paper's
+# thresholds, with Len in frames and two frames per text phoneme: it returns the boolean array
+# $C(y)$ of the candidates.
+
+# %% tags=["solution", "hide-input"]
+def self_critique(wer, rep, length, text_length):
+    expected = 2.0 * np.asarray(text_length, float)
+    length = np.asarray(length, float)
+    in_range = (length >= 0.5 * expected) & (length <= 2.0 * expected)
+    return (np.asarray(wer) < 0.40) & (np.asarray(rep) < 0.10) & in_range
+
+
+# %%
+exercises.check_self_critique(self_critique)
+
+# %% [markdown]
+# **Exercise 5 (open).** Score both preference sets without the prompt (change the `prompts` passed
 # for $\mathcal T_{stab}$ in `preference_sets`). What does DGSA then teach the prompted mode?
 #
 # ## Summary
@@ -298,3 +415,6 @@ exercises.check_prosodic_entropy(prosodic_entropy)
 # entropy measures prosody. DGSA is three stages on top of SFT: generate with and without a style
 # prompt from the frozen model, pair the real recording against each, and minimise a weighted sum of
 # two DPO losses whose weights follow the synthetic ratio. The experiment runs it at $\alpha=0.8$.
+# TDSC, for a language with only synthetic speech, loops four steps: sample each text at three
+# temperatures, let a judge keep the candidates that say the text at a sane length without loops,
+# fine-tune on what it kept, and run DPO from its best to its worst well-formed candidate.

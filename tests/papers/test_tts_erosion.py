@@ -167,6 +167,77 @@ def test_categorical_dpo_feeds_the_error_outcome_only_without_the_stability_pair
     assert np.allclose(dpo.sum(axis=1), 1.0)
 
 
+def test_temperature_ladder_follows_app_d2():
+    assert [method.temperature_ladder(k, 5)[-1] for k in range(1, 6)] == pytest.approx([0.9, 1.0, 1.1, 1.2, 1.3])
+    assert method.temperature_ladder(1, 2) == (0.7, 1.0, 0.9) and method.temperature_ladder(2, 2)[-1] == 1.3
+    assert method.temperature_ladder(1, 1) == (0.7, 1.0, 1.3)
+
+
+def test_self_critique_by_hand():
+    wer = np.array([0.0, 0.39, 0.40, 0.0, 0.0, 0.0, 0.0])
+    rep = np.array([0.0, 0.0, 0.0, 0.10, 0.0, 0.0, 0.0])
+    length = np.array([8, 8, 8, 8, 3, 4, 17])  # |x| = 4 phonemes: 8 frames expected, range [4, 16]
+    accepted, shape_ok = method.self_critique(wer, rep, length, np.full(7, 4))
+    assert list(accepted) == [True, True, False, False, False, True, False]
+    assert list(shape_ok) == [True, True, True, False, False, True, False]
+
+
+def test_tdsc_pair_by_hand():
+    wer = [0.1, 0.0, 0.0, 0.5, 0.8, 0.9]
+    accepted = [True, True, True, False, False, False]
+    shape_ok = [True, True, True, True, True, False]  # the 0.9 candidate fails the length filter
+    assert method.tdsc_pair(wer, accepted, shape_ok, spread=[9.0, 1.0, 2.0, 0, 0, 0]) == (2, 4)
+    assert method.tdsc_pair(wer, accepted, [True] * 3 + [False] * 3, spread=[0] * 6) is None
+    assert method.tdsc_pair(wer, [False] * 6, shape_ok, spread=[0] * 6) is None
+
+
+def test_tdsc_update_copies_and_self_training_is_sft_only():
+    model = task.make_lm(0)
+    rng = np.random.default_rng(0)
+    rows = task.make_l2_corpus(8, task.text_chain(0, language=1), rng, mapped_share=0.5, substitution=0.05)
+    w = task.pad_batch([task.training_sequence(r["text"], r["speech"]) for r in rows[:4]])
+    lo = task.pad_batch([task.training_sequence(r["text"], r["speech"][:2]) for r in rows[:4]])
+    pairs = method.PreferenceSet(w[0], w[1], lo[0], lo[1])
+    before = [p.clone() for p in model.parameters()]
+    kwargs = dict(sft_steps=2, sft_lr=1e-3, dpo_steps=2, batch_pairs=2, dpo_lr=1e-3, beta=0.1, seed=0)
+    tdsc = method.tdsc_update(model, task.batches(rows, 4), pairs, **kwargs)
+    st = method.tdsc_update(model, task.batches(rows, 4), None, **kwargs)
+    sft_only = method.tdsc_update(model, task.batches(rows, 4), pairs, **(kwargs | {"dpo_steps": 0}))
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    assert all(torch.equal(a, b) for a, b in zip(st.parameters(), sft_only.parameters()))
+    assert not all(torch.equal(a, b) for a, b in zip(tdsc.parameters(), st.parameters()))
+
+
+def test_l2_corpus_is_filtered_and_mapped():
+    rng = np.random.default_rng(4)
+    chain = task.text_chain(0, language=1)
+    assert not np.allclose(chain, task.text_chain(0))
+    rows = task.make_l2_corpus(300, chain, rng, mapped_share=0.5, substitution=0.05)
+    pers = np.array([task.per(r["speech"], r["text"]) for r in rows])
+    assert (pers < 0.5).all() and 0.03 < pers.mean() < 0.3
+    said = np.concatenate([r["spoken"][r["text"] == 14] for r in rows])
+    assert set(said) <= {12, 14} and 0.3 < np.mean(said == 12) < 0.7
+    exact, _ = task.cross_lingual_speech(np.array([14, 15, 3]), 4, rng, mapped_share=0.0, substitution=0.0)
+    assert list(exact) == [14, 15, 3]
+
+
+def test_judge_wer_is_the_oracle_without_noise():
+    speech = task.synthetic_speech(np.array([1, 2, 3, 4, 5]), 4)
+    rng = np.random.default_rng(0)
+    assert experiment.judge_wer(speech, np.array([1, 2, 3, 4, 6]), 0.0, rng) == pytest.approx(0.2)
+    assert experiment.judge_wer(speech, np.array([1, 2, 3, 4, 5]), 1.0, rng) == pytest.approx(1.0)  # hears all wrong
+
+
+def test_render_has_the_pitch_of_the_token():
+    wave = task.render(np.repeat(task.speech_token(3, 1), 10))
+    assert wave.dtype == np.float32 and len(wave) == 6400 and np.abs(wave).max() <= 1.0
+    spectrum = np.abs(np.fft.rfft(wave[1600:6400] * np.hanning(4800)))
+    freqs = np.fft.rfftfreq(4800, 1 / task.RATE)
+    low = freqs < 150
+    assert abs(freqs[low][spectrum[low].argmax()] - task.pitch_hz(1)) < 5
+    assert not task.render(np.array([task.SIL] * 3)).any()  # pauses are silent
+
+
 # ---------------------------------------------------------------- the experiment
 
 def test_sweep_design():
@@ -191,7 +262,18 @@ def test_claim_values_by_hand():
     aligned = pd.DataFrame([{"seed": s, "method": m, "per": v[0], "hp": v[1], "rep": v[2], "js": v[3]}
                             for s in rows for m, v in rows[s].items()])
     p_real, p_syn = np.array([0.5, 0.5, 0.0]), np.array([0.5, 0.0, 0.5])
-    results = {"sweep": sweep, "aligned": aligned, "distributions": {0: (p_real, p_syn), 1: (p_syn, p_real)}}
+    # TDSC rows: (per, hp, js, pass_rate) per arm and iteration; iteration 0 is the L2 SFT model
+    tdsc_rows = {0: {("tdsc", 0): (0.30, 5.8, 0.15, None), ("tdsc", 1): (0.25, 5.9, 0.14, 0.50),
+                     ("tdsc", 2): (0.21, 6.1, 0.12, 0.65), ("self_training", 0): (0.30, 5.8, 0.15, None),
+                     ("self_training", 1): (0.28, 5.7, 0.16, 0.60), ("self_training", 2): (0.27, 5.75, 0.17, 0.62)},
+                 1: {("tdsc", 0): (0.40, 5.6, 0.20, None), ("tdsc", 1): (0.38, 5.5, 0.21, 0.70),
+                     ("tdsc", 2): (0.36, 5.4, 0.22, 0.55), ("self_training", 0): (0.40, 5.6, 0.20, None),
+                     ("self_training", 1): (0.35, 5.6, 0.19, 0.40), ("self_training", 2): (0.32, 5.65, 0.18, 0.45)}}
+    tdsc = pd.DataFrame([{"seed": s, "arm": arm, "iteration": k, "per": v[0], "hp": v[1], "js": v[2],
+                          "pass_rate": np.nan if v[3] is None else v[3]}
+                         for s in tdsc_rows for (arm, k), v in tdsc_rows[s].items()])
+    results = {"sweep": sweep, "aligned": aligned, "distributions": {0: (p_real, p_syn), 1: (p_syn, p_real)},
+               "tdsc": tdsc}
     values = experiment.claim_values(results, cfg)
     declared = {c["id"] for c in load_chapter("tts_erosion")["claims"]}
     assert set(values[0]) == set(values[1]) == declared
@@ -201,12 +283,18 @@ def test_claim_values_by_hand():
             "h2_hp_rises": 0.2, "h3_hp_falls_at_one": 0.5, "h4_hp_falls_at_80": 0.3,
             "h5_dgsa_keeps_per": 0.15, "h6_dgsa_raises_hp": 0.3, "m1_dpo_loses_per": 0.10,
             "m2_dpo_raises_hp": 0.4, "m3_dgsa_closer_to_real": -0.07, "x1_dgsa_repetition": -0.8,
-            "x2_peak_alpha": 0.25},
+            "x2_peak_alpha": 0.25, "p2_l2_sft_learns": 0.30, "h7_tdsc_lowers_per": 0.7,
+            "h8_tdsc_beats_self_training": -0.06, "h9_tdsc_hp_over_self_training": 0.35,
+            "m4_pass_rate_rises": 0.15, "m5_tdsc_closer_to_real_l2": -0.05, "x3_tdsc_hp_over_sft": 0.3,
+            "x4_self_training_per": 0.9},
         1: {"p1_sft_learns": 0.10, "d1_data_entropy_peak": peak_gain, "h1_per_falls": -0.8,
             "h2_hp_rises": 0.2, "h3_hp_falls_at_one": 0.5, "h4_hp_falls_at_80": 0.05,
             "h5_dgsa_keeps_per": 0.15, "h6_dgsa_raises_hp": 0.15, "m1_dpo_loses_per": -0.05,
             "m2_dpo_raises_hp": 0.05, "m3_dgsa_closer_to_real": 0.01, "x1_dgsa_repetition": 0.6,
-            "x2_peak_alpha": 0.5},
+            "x2_peak_alpha": 0.5, "p2_l2_sft_learns": 0.40, "h7_tdsc_lowers_per": 0.9,
+            "h8_tdsc_beats_self_training": 0.04, "h9_tdsc_hp_over_self_training": -0.25,
+            "m4_pass_rate_rises": -0.15, "m5_tdsc_closer_to_real_l2": 0.04, "x3_tdsc_hp_over_sft": -0.2,
+            "x4_self_training_per": 0.8},
     }
     for seed in (0, 1):
         for cid, want in expected[seed].items():
@@ -219,9 +307,43 @@ def test_graders_accept_the_reference_and_reject_a_wrong_answer():
     exercises.check_mixture_entropy_slope(method.mixture_entropy_slope)
     exercises.check_dgsa_weights(method.dgsa_weights)
     exercises.check_prosodic_entropy(task.prosodic_entropy)
+    exercises.check_self_critique(lambda *a: method.self_critique(*a)[0])
+    with pytest.raises(AssertionError, match="case"):
+        exercises.check_self_critique(lambda w, r, n, x: method.self_critique(w, r, n, x, tau_w=0.5)[0])
     with pytest.raises(AssertionError, match="case"):
         exercises.check_mixture_entropy_slope(lambda p, q, a: -method.mixture_entropy_slope(p, q, a))  # Eq. 22
     with pytest.raises(AssertionError, match="case"):
         exercises.check_dgsa_weights(lambda a, s: (0.5, 0.5))
     with pytest.raises(AssertionError, match="case"):
         exercises.check_prosodic_entropy(lambda g: task.prosodic_entropy(g) / np.log2(np.e))  # nats
+
+
+# ---------------------------------------------------------------- the GPU path
+
+# Reading a number back from torch's shape-only "meta" device fails with this; tensors left on the CPU
+# while the model is elsewhere fail earlier, with "Expected all tensors to be on the same device".
+META_READ = r"cannot be called on meta tensors|Cannot copy out of meta tensor"
+
+
+def test_paper_profile_keeps_tensors_on_the_model_device(monkeypatch):
+    from replib import core
+
+    monkeypatch.setenv("REPLIB_DEVICE", "meta")  # core.model_device("paper") is then "meta"
+    cfg = core.configure(experiment.EXPERIMENT_PROFILES, "paper", experiment.EXPERIMENT_BOUNDS, n_backbone=10,
+                         backbone_steps=1)
+    with pytest.raises((RuntimeError, NotImplementedError), match=META_READ):
+        experiment.pretrain(cfg)  # training reaches loss.item()
+    model = task.make_lm(0).to("meta")
+    with pytest.raises((RuntimeError, NotImplementedError), match=META_READ):
+        task.generate(model, [task.prefix(np.array([1, 2, 3, 4]))] * 2, temperature=1.3, seed=0)
+    rows = task.make_l2_corpus(4, task.text_chain(0, language=1), np.random.default_rng(0), mapped_share=0.5,
+                               substitution=0.05)
+    w = task.pad_batch([task.training_sequence(r["text"], r["speech"]) for r in rows])
+    lo = task.pad_batch([task.training_sequence(r["text"], r["speech"][:2]) for r in rows])
+    pairs = method.PreferenceSet(w[0], w[1], lo[0], lo[1])
+    with pytest.raises((RuntimeError, NotImplementedError), match=META_READ):
+        method.align(model, {"stab": pairs, "expr": pairs}, {"stab": 0.4, "expr": 0.6}, steps=1, batch_pairs=2,
+                     lr=1e-3, beta=0.1, seed=0)
+    with pytest.raises((RuntimeError, NotImplementedError), match=META_READ):
+        method.tdsc_update(model, task.batches(rows, 2), pairs, sft_steps=1, sft_lr=1e-3, dpo_steps=1, batch_pairs=2,
+                           dpo_lr=1e-3, beta=0.1, seed=0)

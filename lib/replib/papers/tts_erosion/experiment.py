@@ -1,12 +1,16 @@
 """The experiment: the pretrained stand-in (backbone), the synthetic-ratio sweep (Synthetic
-Erosion, Table 1), DGSA against SFT and Standard DPO at alpha = 0.8 (Table 3), the data-level
+Erosion, Table 1), DGSA against SFT and Standard DPO at alpha = 0.8 (Table 3), TDSC against
+Self-Training on a second language without real speech (Table 4, Fig. 6), the data-level
 mixture-entropy premise, the profiles and the claim values.
 
 Contents: :data:`EXPERIMENT_PROFILES`, :data:`EXPERIMENT_BOUNDS`, :func:`pretrain`,
 :func:`seed_data`, :func:`sft`, :func:`n_synthetic`, :func:`training_rows`,
 :func:`token_distribution`, :func:`style_switch_generations` (DGSA stage 2),
 :func:`preference_sets` (T_stab and T_expr), :func:`evaluate_model`, :func:`alpha_grid`, :func:`run_seed`,
-:func:`run_experiment`, :func:`data_entropy_peak`, :func:`claim_values`.
+:func:`run_experiment`, :func:`data_entropy_peak`, :func:`claim_values`; for TDSC :func:`l2_data`,
+:func:`l2_sft` (the synthetic-only start), :func:`judge_wer`, :func:`sample_candidates` (step 1),
+:func:`critique` (step 2), :func:`tdsc_round` (one iteration of TDSC or Self-Training),
+:func:`run_tdsc` and :func:`tdsc_claim_values`.
 """
 
 from __future__ import annotations
@@ -18,28 +22,42 @@ import numpy as np
 import pandas as pd
 from scipy.stats import spearmanr
 
-from replib.core.runtime import compute_threads, seed_everything
+from replib.core.runtime import compute_threads, model_device, seed_everything
 
 from . import task
-from .method import PreferenceSet, align, dgsa_weights, mixture_entropy
+from .method import (
+    PreferenceSet,
+    align,
+    dgsa_weights,
+    mixture_entropy,
+    self_critique,
+    tdsc_pair,
+    tdsc_update,
+    temperature_ladder,
+)
 
 __all__ = ["EXPERIMENT_PROFILES", "EXPERIMENT_BOUNDS", "pretrain", "n_synthetic", "seed_data", "training_rows",
            "token_distribution", "sft", "style_switch_generations", "preference_sets", "evaluate_model",
-           "alpha_grid", "run_seed", "run_experiment", "data_entropy_peak", "claim_values"]
+           "alpha_grid", "run_seed", "run_experiment", "data_entropy_peak", "claim_values", "l2_data", "l2_sft",
+           "judge_wer", "sample_candidates", "critique", "tdsc_round", "run_tdsc", "tdsc_claim_values"]
 
 _COMMON = dict(world_seed=0, backbone_lr=3e-3, batch_size=16, sft_lr=3e-3, label_noise=0.1,
                prompt_share=0.5, align_alpha=0.8, alpha_star=0.5, beta=0.1, align_lr=1e-4, batch_pairs=16,
-               temperature=1.0)
+               temperature=1.0, l2_mapped_share=0.5, l2_substitution=0.05, judge_noise=0.0)
 EXPERIMENT_PROFILES = {
     "smoke": dict(seeds=[0], n_backbone=300, backbone_steps=30, sft_steps=15, n_real=40, n_syn_only=60, n_test=30,
                   alphas=[0.0, 0.5, 0.8, 1.0], align_steps=5, sensitivity_lrs=[1e-5], sensitivity_seeds=1,
-                  **_COMMON),
+                  n_l2=60, l2_sft_steps=5, tdsc_iterations=1, tdsc_texts=4, tdsc_per_temperature=1, tdsc_sft_steps=2,
+                  tdsc_dpo_steps=2, tdsc_batch_pairs=4, **_COMMON),
     "book": dict(seeds=[0, 1, 2], n_backbone=2000, backbone_steps=500, sft_steps=200, n_real=300, n_syn_only=1500,
                  n_test=200, alphas=[0.0, 0.25, 0.5, 0.8, 1.0], align_steps=60, sensitivity_lrs=[1e-5], sensitivity_seeds=1,
-                 **_COMMON),
+                 n_l2=1500, l2_sft_steps=100, tdsc_iterations=2, tdsc_texts=40, tdsc_per_temperature=4,
+                 tdsc_sft_steps=30, tdsc_dpo_steps=20, tdsc_batch_pairs=8, **_COMMON),
     "paper": dict(seeds=[0, 1, 2, 3, 4], n_backbone=2000, backbone_steps=1500, sft_steps=400, n_real=300,
                   n_syn_only=1500, n_test=500, alphas=[0.0, 0.1, 0.25, 0.4, 0.5, 0.6, 0.67, 0.8, 1.0], align_steps=150,
-                  sensitivity_lrs=[3e-5, 1e-5], sensitivity_seeds=5, **_COMMON),
+                  sensitivity_lrs=[3e-5, 1e-5], sensitivity_seeds=5,
+                  n_l2=1500, l2_sft_steps=200, tdsc_iterations=5, tdsc_texts=200, tdsc_per_temperature=4,
+                  tdsc_sft_steps=60, tdsc_dpo_steps=60, tdsc_batch_pairs=16, **_COMMON),
 }
 EXPERIMENT_BOUNDS = dict(world_seed=(0, None), n_backbone=(1, None), backbone_lr=(1e-8, None), batch_size=(1, None),
                          sft_lr=(1e-8, None), label_noise=(0.0, 1.0), prompt_share=(0.0, 1.0),
@@ -47,19 +65,24 @@ EXPERIMENT_BOUNDS = dict(world_seed=(0, None), n_backbone=(1, None), backbone_lr
                          batch_pairs=(1, None), temperature=(1e-3, None), backbone_steps=(1, None),
                          sft_steps=(1, None), n_real=(2, None), n_syn_only=(2, None), n_test=(1, None),
                          alphas=(0.0, 1.0), align_steps=(1, None), sensitivity_lrs=(1e-8, None),
-                         sensitivity_seeds=(0, None))
+                         sensitivity_seeds=(0, None), l2_mapped_share=(0.0, 1.0), l2_substitution=(0.0, 1.0),
+                         judge_noise=(0.0, 1.0), n_l2=(2, None), l2_sft_steps=(1, None), tdsc_iterations=(1, None),
+                         tdsc_texts=(1, None), tdsc_per_temperature=(1, None), tdsc_sft_steps=(1, None),
+                         tdsc_dpo_steps=(0, None), tdsc_batch_pairs=(1, None))
 
 
 def pretrain(cfg, progress=None) -> task.SpeechLM:
     """The stand-in for the pretrained CosyVoice 2 LM (proposed): ``backbone_steps`` SFT steps on
-    real-prosody speech of a related language (phonemes 0-7), no prompts; one model shared by all
-    seeds, as every fine-tuning run of the paper starts from the same checkpoint."""
+    real-prosody speech of a related language (phonemes 0-11), no prompts; one model shared by all
+    seeds, as every fine-tuning run of the paper starts from the same checkpoint. It lives on
+    :func:`replib.core.runtime.model_device` (a GPU at the paper profile when there is one), and so
+    does every copy of it."""
     from replib.models import causal_lm  # transformers loads only when a model is trained
 
     world = task.make_world(cfg.world_seed)
     rng = np.random.default_rng([cfg.world_seed, 1])
     rows = task.make_corpus("real", cfg.n_backbone, world, rng, phonemes=task.BACKBONE_PHONEMES, prompt_share=0.0)
-    model = task.make_lm(cfg.world_seed)
+    model = task.make_lm(cfg.world_seed).to(model_device(cfg.profile))
     causal_lm.train_lm(model, task.batches(rows, cfg.batch_size), steps=cfg.backbone_steps, lr=cfg.backbone_lr,
                        warmup=30, seed=cfg.world_seed, progress=progress)
     return model
@@ -179,8 +202,10 @@ def run_seed(backbone, cfg, seed: int) -> dict:
     """One seed: the alpha sweep (SFT from the backbone at every alpha, evaluated on the test texts
     without a prompt at temperature 1), then at ``align_alpha`` DGSA and Standard DPO from that SFT
     model; on the first ``sensitivity_seeds`` seeds both again at each of ``sensitivity_lrs`` (an
-    exploration added after the declared runs, not judged). Returns rows ``sweep``, ``aligned`` and
-    ``sensitivity``, statistics of the preference pairs, the token distributions and samples."""
+    exploration added after the declared runs, not judged); last, TDSC and Self-Training on the
+    second language (:func:`run_tdsc`). Returns rows ``sweep``, ``aligned``, ``sensitivity``,
+    ``tdsc`` and ``tdsc_temperatures``, statistics of the preference pairs, the token distributions
+    and samples."""
     seed_everything(seed)
     data = seed_data(cfg, seed)
     p_real, p_syn = token_distribution(data["real"]), token_distribution(data["synthetic"])
@@ -222,13 +247,17 @@ def run_seed(backbone, cfg, seed: int) -> dict:
              "expr_length": float(np.mean([len(y) for y in generations["expr"]])),
              "stab_length": float(np.mean([len(y) for y in generations["stab"]])),
              "seconds": time.perf_counter() - start}
+    tdsc = run_tdsc(backbone, cfg, seed)
+    samples |= tdsc["samples"]
     return {"sweep": sweep, "aligned": aligned, "sensitivity": sensitivity, "pairs": {"seed": seed, **pairs},
-            "samples": samples, "p_real": p_real, "p_syn": p_syn}
+            "samples": samples, "p_real": p_real, "p_syn": p_syn, "tdsc": tdsc["rows"],
+            "tdsc_temperatures": tdsc["temperatures"]}
 
 
 def run_experiment(cfg, progress=None) -> dict:
     """The backbone once, then :func:`run_seed` for every seed, on one thread. Returns data frames
-    ``sweep``, ``aligned``, ``pairs``, per-seed ``samples`` and token distributions, and timings."""
+    ``sweep``, ``aligned``, ``sensitivity``, ``pairs``, ``tdsc`` and ``tdsc_temperatures``, per-seed
+    ``samples`` and token distributions, and timings."""
     with compute_threads(1):
         start = time.perf_counter()
         backbone = pretrain(cfg)
@@ -238,9 +267,156 @@ def run_experiment(cfg, progress=None) -> dict:
             "aligned": pd.DataFrame([row for r in runs for row in r["aligned"]]),
             "sensitivity": pd.DataFrame([row for r in runs for row in r["sensitivity"]]),
             "pairs": pd.DataFrame([r["pairs"] for r in runs]),
+            "tdsc": pd.DataFrame([row for r in runs for row in r["tdsc"]]),
+            "tdsc_temperatures": pd.DataFrame([row for r in runs for row in r["tdsc_temperatures"]]),
             "samples": {seed: r["samples"] for seed, r in zip(cfg.seeds, runs)},
             "distributions": {seed: (r["p_real"], r["p_syn"]) for seed, r in zip(cfg.seeds, runs)},
             "backbone": backbone, "backbone_seconds": backbone_seconds}
+
+
+# --------------------------------------------------------------------------------------------
+# TDSC (Sec. 4) on the second language, which has no real speech
+# --------------------------------------------------------------------------------------------
+
+def l2_data(cfg, seed: int) -> dict:
+    """One seed's data of the second language ("Lao"): ``n_l2`` synthetic utterances by the three
+    systems through the cross-lingual mapping (the only training speech), fresh texts for every
+    TDSC iteration, test texts and held-out real-prosody speech of them (the "real L2" reference,
+    used for evaluation only: the model never sees real L2 speech)."""
+    world = task.make_world(cfg.world_seed)
+    chain = task.text_chain(cfg.world_seed, language=1)
+    rng = np.random.default_rng([seed, 20])
+    corpus = task.make_l2_corpus(cfg.n_l2, chain, rng, mapped_share=cfg.l2_mapped_share,
+                                 substitution=cfg.l2_substitution)
+    rounds = [task.sample_texts(cfg.tdsc_texts, chain, rng) for _ in range(cfg.tdsc_iterations)]
+    test_texts = task.sample_texts(cfg.n_test, chain, rng)
+    speakers = rng.integers(task.N_SPEAKERS, size=cfg.n_test)
+    return {"synthetic": corpus, "rounds": rounds, "test_texts": test_texts,
+            "reference": [task.real_speech(t, world["registers"][s], world["sigmas"][s], rng)
+                          for t, s in zip(test_texts, speakers)]}
+
+
+def l2_sft(backbone, data: dict, cfg, seed: int) -> task.SpeechLM:
+    """TDSC's starting point: SFT from the backbone on the synthetic L2 speech only
+    (``l2_sft_steps`` steps at the sweep's learning rate and batch)."""
+    from replib.models import causal_lm
+
+    model = copy.deepcopy(backbone)
+    causal_lm.train_lm(model, task.batches(data["synthetic"], cfg.batch_size), steps=cfg.l2_sft_steps,
+                       lr=cfg.sft_lr, warmup=10, seed=seed)
+    return model
+
+
+def judge_wer(speech: np.ndarray, text: np.ndarray, noise: float, rng: np.random.Generator) -> float:
+    """The judge's WER of one candidate: the oracle decoder's PER (:func:`task.per`), or, with
+    ``noise`` > 0, that of a decoder that mishears each phoneme with probability ``noise`` (a weaker,
+    ASR-like judge; the paper's judges are Whisper-like ASRs, not oracles)."""
+    if noise <= 0:
+        return task.per(speech, text)
+    heard = task.oracle_transcript(speech).copy()
+    for i in np.flatnonzero(rng.random(len(heard)) < noise):
+        heard[i] = rng.choice([q for q in range(task.N_PHONEMES) if q != heard[i]])
+    return task.edit_distance(heard, list(text)) / len(text)
+
+
+def sample_candidates(model, texts: list[np.ndarray], temperatures, per_temperature: int, seed: int) -> dict:
+    """Step 1: ``per_temperature`` candidates for every text at every temperature (ancestral sampling
+    from pi^(T)). Returns the candidates' speech, text index and temperature."""
+    speech, text_index, temperature = [], [], []
+    prefixes = [task.prefix(t) for t in texts] * per_temperature
+    for j, t in enumerate(temperatures):
+        speech += task.generate(model, prefixes, temperature=t, seed=seed + j)
+        text_index += list(np.tile(np.arange(len(texts)), per_temperature))
+        temperature += [t] * len(prefixes)
+    return {"speech": speech, "text": np.array(text_index), "temperature": np.array(temperature)}
+
+
+def critique(candidates: dict, texts: list[np.ndarray], cfg, rng: np.random.Generator) -> dict:
+    """Step 2 on every candidate: the judge's WER, R_rep, length and its verdict C(y)
+    (:func:`self_critique` at the paper's thresholds), and the candidate's own token entropy."""
+    speech, which = candidates["speech"], candidates["text"]
+    wer = np.array([judge_wer(y, texts[i], cfg.judge_noise, rng) for y, i in zip(speech, which)])
+    rep = np.array([task.repetition_rate([y]) for y in speech])
+    length = np.array([len(y) for y in speech])
+    accepted, shape_ok = self_critique(wer, rep, length, [len(texts[i]) for i in which])
+    return {"wer": wer, "accepted": accepted, "shape_ok": shape_ok,
+            "spread": np.array([task.prosodic_entropy([y]) for y in speech])}
+
+
+def tdsc_round(model, texts: list[np.ndarray], k: int, arm: str, cfg, seed: int):
+    """One iteration k of an arm on fresh ``texts``. "tdsc": candidates at
+    :func:`temperature_ladder`'s three temperatures, the judge, SFT on the accepted set G and DPO on
+    the (y_w, y_l) pairs (:func:`tdsc_update`). "self_training" (the baseline, details proposed):
+    as many candidates, all at T = 1, the same judge, SFT on the accepted ones for as many steps as
+    TDSC's SFT and DPO together. Returns the new model, the round's statistics and (tdsc) one row per
+    temperature (the paper's Table 9)."""
+    offset = ("tdsc", "self_training").index(arm)
+    temperatures = temperature_ladder(k, cfg.tdsc_iterations) if arm == "tdsc" else (1.0,)
+    per_temperature = cfg.tdsc_per_temperature * (1 if arm == "tdsc" else 3)
+    candidates = sample_candidates(model, texts, temperatures, per_temperature, seed * 1000 + 100 + 10 * k + 5 * offset)
+    judged = critique(candidates, texts, cfg, np.random.default_rng([seed, 21, k, offset]))
+    accepted = np.flatnonzero(judged["accepted"])
+    rows = [{"text": texts[candidates["text"][i]], "speech": candidates["speech"][i], "prompt": np.zeros(0, int)}
+            for i in accepted]
+    pairs, chosen = None, []
+    if arm == "tdsc":
+        for i in range(len(texts)):
+            mine = np.flatnonzero(candidates["text"] == i)
+            pick = tdsc_pair(judged["wer"][mine], judged["accepted"][mine], judged["shape_ok"][mine],
+                             judged["spread"][mine])
+            if pick is not None:
+                chosen.append((i, mine[pick[0]], mine[pick[1]]))
+        if chosen:
+            win = task.pad_batch([task.training_sequence(texts[i], candidates["speech"][w]) for i, w, _ in chosen])
+            lose = task.pad_batch([task.training_sequence(texts[i], candidates["speech"][lo]) for i, _, lo in chosen])
+            pairs = PreferenceSet(win[0], win[1], lose[0], lose[1])
+    sft_steps = cfg.tdsc_sft_steps + (0 if arm == "tdsc" else cfg.tdsc_dpo_steps)
+    if rows:
+        model = tdsc_update(model, task.batches(rows, cfg.batch_size), pairs, sft_steps=sft_steps, sft_lr=cfg.sft_lr,
+                            dpo_steps=cfg.tdsc_dpo_steps, batch_pairs=cfg.tdsc_batch_pairs, dpo_lr=cfg.align_lr,
+                            beta=cfg.beta, seed=seed * 1000 + 200 + 10 * k + offset)
+    stats = {"pass_rate": float(judged["accepted"].mean()), "accepted": int(len(accepted)), "pairs": len(chosen),
+             "t_max": float(max(temperatures)),
+             "accepted_wer": float(judged["wer"][accepted].mean()) if len(accepted) else np.nan,
+             "accepted_exact": float((judged["wer"][accepted] == 0).mean()) if len(accepted) else np.nan,
+             "winner_wer": float(np.mean([judged["wer"][w] for _, w, _ in chosen])) if chosen else np.nan,
+             "loser_wer": float(np.mean([judged["wer"][lo] for _, _, lo in chosen])) if chosen else np.nan,
+             "winner_length": float(np.mean([len(candidates["speech"][w]) for _, w, _ in chosen])) if chosen else np.nan,
+             "loser_length": float(np.mean([len(candidates["speech"][lo]) for _, _, lo in chosen])) if chosen else np.nan}
+    by_temperature = []
+    for t in temperatures:
+        at = candidates["temperature"] == t
+        by_temperature.append({"temperature": t, "wer": float(judged["wer"][at].mean()),
+                               "hp": task.prosodic_entropy([y for y, a in zip(candidates["speech"], at) if a]),
+                               "pass_rate": float(judged["accepted"][at].mean()),
+                               "share_of_g": float(judged["accepted"][at].sum() / max(len(accepted), 1))})
+    return model, stats, by_temperature
+
+
+def run_tdsc(backbone, cfg, seed: int) -> dict:
+    """TDSC and Self-Training on the second language for one seed: the synthetic-only SFT model
+    (:func:`l2_sft`), then ``tdsc_iterations`` rounds of each arm from it (:func:`tdsc_round`, the
+    same fresh texts per round for both), every model evaluated on the L2 test texts against
+    held-out real L2 speech (:func:`evaluate_model`). Returns rows per arm and iteration (iteration
+    0 is the SFT model), the per-temperature rows of TDSC and the final test samples."""
+    begin = time.perf_counter()
+    data = l2_data(cfg, seed)
+    base = l2_sft(backbone, data, cfg, seed * 100 + 50)
+    start = evaluate_model(base, data, cfg, seed) | {"seconds": time.perf_counter() - begin}
+    samples = {"l2_sft": start.pop("generations")}
+    rows, temperatures = [], []
+    for arm in ("tdsc", "self_training"):
+        rows.append({"seed": seed, "arm": arm, "iteration": 0, **start})
+        model = base
+        for k, texts in enumerate(data["rounds"], start=1):
+            begin = time.perf_counter()
+            model, stats, by_temperature = tdsc_round(model, texts, k, arm, cfg, seed)
+            result = evaluate_model(model, data, cfg, seed)
+            samples[f"l2_{arm}"] = result.pop("generations")
+            rows.append({"seed": seed, "arm": arm, "iteration": k, **result, **stats,
+                         "seconds": time.perf_counter() - begin})
+            temperatures += [{"seed": seed, "arm": arm, "iteration": k, **row} for row in by_temperature]
+    return {"rows": rows, "temperatures": temperatures, "samples": samples, "data": data}
 
 
 def data_entropy_peak(p_real: np.ndarray, p_syn: np.ndarray, points: int = 101) -> tuple[float, float]:
@@ -276,5 +452,22 @@ def claim_values(results: dict, cfg) -> dict:
             "m3_dgsa_closer_to_real": float(dgsa["js"] - sft_row["js"]),
             "x1_dgsa_repetition": float(100 * (dgsa["rep"] - sft_row["rep"])),
             "x2_peak_alpha": float(hp.idxmax()),
-        }
+        } | tdsc_claim_values(results["tdsc"][results["tdsc"].seed == seed])
     return values
+
+
+def tdsc_claim_values(rows: pd.DataFrame) -> dict:
+    """The TDSC claims of one seed from its ``tdsc`` rows (arm, iteration; iteration 0 is the L2
+    SFT model): the last iteration of each arm against the other and against SFT, and TDSC's pass
+    rate at its last iteration against its first."""
+    tdsc = rows[rows.arm == "tdsc"].set_index("iteration").sort_index()
+    self_training = rows[rows.arm == "self_training"].set_index("iteration").sort_index()
+    base, last, st = tdsc.loc[0], tdsc.iloc[-1], self_training.iloc[-1]
+    return {"p2_l2_sft_learns": float(base["per"]),
+            "h7_tdsc_lowers_per": float(last["per"] / base["per"]),
+            "h8_tdsc_beats_self_training": float(last["per"] - st["per"]),
+            "h9_tdsc_hp_over_self_training": float(last["hp"] - st["hp"]),
+            "m4_pass_rate_rises": float(last["pass_rate"] - tdsc.loc[1, "pass_rate"]),
+            "m5_tdsc_closer_to_real_l2": float(last["js"] - st["js"]),
+            "x3_tdsc_hp_over_sft": float(last["hp"] - base["hp"]),
+            "x4_self_training_per": float(st["per"] / base["per"])}

@@ -1,13 +1,18 @@
 """The paper's method, knowing nothing of the toy world: the mixture-entropy argument of Sec. 2 and
-App. B (with the corrected derivative), and DGSA (Sec. 3): the lambda schedule, the DPO loss and
-the dual-objective alignment on the two preference sets built by style-prompt switching.
+App. B (with the corrected derivative), DGSA (Sec. 3): the lambda schedule, the DPO loss and the
+dual-objective alignment on the two preference sets built by style-prompt switching, and TDSC
+(Sec. 4): multi-temperature sampling, the self-critique judge, the preference pairs and the
+iteration's two updates.
 
 Contents: :func:`entropy`, :func:`cross_entropy`, :func:`mixture_entropy` (H(p_alpha)),
 :func:`mixture_entropy_slope` (dH/dalpha, App. B's Eq. 24; Eq. 22 has the sign flipped),
 :func:`endpoint_slopes` (H'(0), H'(1)), :func:`dgsa_weights` (the lambda_s / lambda_e schedule),
 :func:`dpo_loss` (L_DPO), :class:`PreferenceSet`, :func:`set_logprobs`, :func:`dgsa_loss`
 (L_DGSA = lambda_s L_DPO(T_stab) + lambda_e L_DPO(T_expr)) and :func:`align` (stage 3: AdamW on
-L_DGSA against the frozen SFT reference; Standard DPO is the same call with T_expr alone).
+L_DGSA against the frozen SFT reference; Standard DPO is the same call with T_expr alone); and TDSC
+(Sec. 4): :func:`temperature_ladder` (step 1's temperatures and their curriculum),
+:func:`self_critique` (step 2, the judge C(y)), :func:`tdsc_pair` (step 3, y_w and y_l) and
+:func:`tdsc_update` (steps 4 and 5: SFT on the accepted set, then DPO on the pairs).
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ import torch
 from torch.nn import functional as F
 
 __all__ = ["entropy", "cross_entropy", "mixture_entropy", "mixture_entropy_slope", "endpoint_slopes",
-           "dgsa_weights", "dpo_loss", "PreferenceSet", "set_logprobs", "dgsa_loss", "align"]
+           "dgsa_weights", "dpo_loss", "PreferenceSet", "set_logprobs", "dgsa_loss", "align", "temperature_ladder",
+           "self_critique", "tdsc_pair", "tdsc_update"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -100,6 +106,11 @@ class PreferenceSet:
     def subset(self, rows) -> "PreferenceSet":
         return PreferenceSet(self.winner_ids[rows], self.winner_mask[rows], self.loser_ids[rows], self.loser_mask[rows])
 
+    def to(self, device) -> "PreferenceSet":
+        """The same pairs on ``device`` (the model's)."""
+        return PreferenceSet(*(t.to(device) for t in (self.winner_ids, self.winner_mask, self.loser_ids,
+                                                      self.loser_mask)))
+
 
 def set_logprobs(model, pairs: PreferenceSet) -> tuple[torch.Tensor, torch.Tensor]:
     """(log pi(y+|x), log pi(y-|x)) of every pair, summed over the scored tokens."""
@@ -114,7 +125,7 @@ def dgsa_loss(model, batches: dict[str, tuple[PreferenceSet, torch.Tensor, torch
     """L_DGSA = lambda_s L_DPO(T_stab) + lambda_e L_DPO(T_expr) (Sec. 3): ``batches`` maps a set's
     name to (pairs, reference log-probs of the winners, of the losers); ``weights`` to its lambda.
     A set of weight 0 is skipped."""
-    total = torch.zeros(())
+    total = torch.zeros((), device=next(model.parameters()).device)
     for name, weight in weights.items():
         if weight > 0:
             pairs, ref_w, ref_l = batches[name]
@@ -129,6 +140,8 @@ def align(sft_model, sets: dict[str, PreferenceSet], weights: dict[str, float], 
     (``batch_pairs`` pairs drawn per set per step), with the frozen SFT model as pi_ref. DGSA is
     ``weights = {"stab": lambda_s, "expr": lambda_e}``; Standard DPO is ``{"expr": 1}``. Returns the
     aligned model and the loss of every step."""
+    where = next(sft_model.parameters()).device
+    sets = {name: pairs.to(where) for name, pairs in sets.items()}
     with torch.no_grad():
         reference = {name: set_logprobs(sft_model, pairs) for name, pairs in sets.items()}
     model = copy.deepcopy(sft_model).train()
@@ -138,7 +151,7 @@ def align(sft_model, sets: dict[str, PreferenceSet], weights: dict[str, float], 
     for step in range(steps):
         batches = {}
         for name, pairs in sets.items():
-            rows = torch.as_tensor(rng.integers(len(pairs), size=batch_pairs))
+            rows = torch.as_tensor(rng.integers(len(pairs), size=batch_pairs), device=where)
             batches[name] = (pairs.subset(rows), reference[name][0][rows], reference[name][1][rows])
         loss = dgsa_loss(model, batches, weights, beta)
         optimiser.zero_grad(set_to_none=True)
@@ -146,3 +159,62 @@ def align(sft_model, sets: dict[str, PreferenceSet], weights: dict[str, float], 
         optimiser.step()
         losses[step] = loss.item()
     return model.eval(), losses
+
+
+# --------------------------------------------------------------------------------------------
+# Sec. 4: TDSC (temperature-diverse self-critique)
+# --------------------------------------------------------------------------------------------
+
+def temperature_ladder(k: int, iterations: int, fixed: tuple = (0.7, 1.0), t_first: float = 0.9,
+                       t_last: float = 1.3) -> tuple[float, ...]:
+    """Step 1's temperatures at iteration k = 1..K: T in {0.7, 1.0, T_max^(k)}, each candidate drawn
+    from pi^(T)(y_t | .) proportional to pi(y_t | .)^(1/T). The curriculum T_max^(k) rises linearly
+    from 0.9 at k = 1 to 1.3 at k = K: App. D.2's 0.8 + 0.1 k for the paper's K = 5, compressed
+    for fewer iterations (Table 12's start at 1.3 contradicts App. D.2 and Sec. 5.4)."""
+    t_max = t_last if iterations == 1 else t_first + (t_last - t_first) * (k - 1) / (iterations - 1)
+    return (*fixed, round(float(t_max), 6))
+
+
+def self_critique(wer, rep, length, text_length, *, tau_w: float = 0.40, tau_r: float = 0.10,
+                  gamma_min: float = 0.5, gamma_max: float = 2.0,
+                  frames_per_unit: float = 2.0) -> tuple[np.ndarray, np.ndarray]:
+    """Step 2, the judge, over arrays of candidates: C(y) = 1 iff WER(y) < tau_w and R_rep(y) <
+    tau_r and Len(y) in [gamma_min |x|, gamma_max |x|] (Sec. 4). Len counts frames and |x| is the
+    text length times ``frames_per_unit`` (the paper does not state the units; proposed). Returns
+    (C, the length and repetition filters alone)."""
+    expected = frames_per_unit * np.asarray(text_length, float)
+    length = np.asarray(length, float)
+    shape_ok = (np.asarray(rep) < tau_r) & (length >= gamma_min * expected) & (length <= gamma_max * expected)
+    return shape_ok & (np.asarray(wer) < tau_w), shape_ok
+
+
+def tdsc_pair(wer, accepted, shape_ok, spread) -> tuple[int, int] | None:
+    """Step 3 for the candidates of one text: y_w is the accepted candidate (C = 1) with the lowest
+    WER, ties broken by the largest ``spread`` (the candidate's own token entropy: proposed); y_l is
+    the rejected candidate with the highest WER among those that pass the length and repetition
+    filters, so that the pair differs in phonetics, not duration (ties: the first). Returns the
+    indices (w, l), or None when the text has no accepted or no such rejected candidate."""
+    wer, spread = np.asarray(wer, float), np.asarray(spread, float)
+    accepted, shape_ok = np.asarray(accepted, bool), np.asarray(shape_ok, bool)
+    winners, losers = np.flatnonzero(accepted), np.flatnonzero(shape_ok & ~accepted)
+    if winners.size == 0 or losers.size == 0:
+        return None
+    w = winners[np.lexsort((-spread[winners], wer[winners]))[0]]
+    return int(w), int(losers[np.argmax(wer[losers])])
+
+
+def tdsc_update(model, draw_accepted, pairs: PreferenceSet | None, *, sft_steps: int, sft_lr: float,
+                dpo_steps: int, batch_pairs: int, dpo_lr: float, beta: float, seed: int):
+    """Steps 4 and 5 of a TDSC iteration on a copy of ``model``: SFT on the accepted set G,
+    -E_{y in G} log pi(y | x) (``draw_accepted(rng)`` draws batches of G for
+    :func:`replib.models.causal_lm.train_lm`), then DPO on the (y_w, y_l) pairs (:func:`align`
+    with the one set at weight 1) against the model after step 4 as pi_ref (the paper names no
+    reference: proposed). Self-Training is this update with ``pairs=None``. Returns the new model."""
+    from replib.models.causal_lm import train_lm
+
+    model = copy.deepcopy(model)
+    train_lm(model, draw_accepted, steps=sft_steps, lr=sft_lr, warmup=max(1, sft_steps // 10), seed=seed)
+    if pairs is not None and len(pairs) and dpo_steps:
+        model, _ = align(model, {"tdsc": pairs}, {"tdsc": 1.0}, steps=dpo_steps, batch_pairs=batch_pairs, lr=dpo_lr,
+                         beta=beta, seed=seed)
+    return model

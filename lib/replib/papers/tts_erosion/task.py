@@ -41,16 +41,18 @@ MAX_TEXT = 7
 MAX_SPEECH = 3 * MAX_TEXT + MAX_TEXT - 1
 N_SPEAKERS = 20
 SYSTEM_REGISTERS = (3, 4, 5)  # three deterministic "TTS systems"
+L2_MAPPING = {14: 12, 15: 13}  # phonemes of the second language that the TTS systems' language lacks
 
 
 # --------------------------------------------------------------------------------------------
 # Texts and speech
 # --------------------------------------------------------------------------------------------
 
-def text_chain(seed: int) -> np.ndarray:
-    """The language's first-order Markov chain over the 16 phonemes: Dirichlet(0.5) rows, no
-    self-transitions (so a run of one phoneme is one phoneme)."""
-    rng = np.random.default_rng([seed, 11])
+def text_chain(seed: int, language: int = 0) -> np.ndarray:
+    """A language's first-order Markov chain over the 16 phonemes: Dirichlet(0.5) rows, no
+    self-transitions (so a run of one phoneme is one phoneme). ``language`` 0 is the target language
+    of the sweep ("Thai"), 1 the second language of TDSC ("Lao")."""
+    rng = np.random.default_rng([seed, 11 + language])
     chain = rng.dirichlet(np.full(N_PHONEMES, 0.5), size=N_PHONEMES)
     np.fill_diagonal(chain, 0.0)
     return chain / chain.sum(axis=1, keepdims=True)
@@ -146,6 +148,41 @@ def make_corpus(kind: str, n: int, world: dict, rng: np.random.Generator, *, pho
 def style_prompt(speech: np.ndarray) -> np.ndarray:
     """z_style: the first 8 speech tokens of a reference utterance (repeated if it is shorter)."""
     return np.resize(speech, PROMPT_LEN)
+
+
+def cross_lingual_speech(text: np.ndarray, register: int, rng: np.random.Generator, *, mapped_share: float,
+                         substitution: float) -> tuple[np.ndarray, np.ndarray]:
+    """A deterministic TTS of another language speaking the second language (Sec. 4's Lao data, made
+    with Thai engines and a cross-lingual phoneme mapping): phonemes its language lacks
+    (:data:`L2_MAPPING`, 14 and 15) come out as their mapped neighbours (12, 13) with probability
+    ``mapped_share``; every other phoneme is swapped for a random one with probability
+    ``substitution``; the prosody is :func:`synthetic_speech`'s. Returns (phonemes spoken, speech)."""
+    spoken = text.copy()
+    for i, p in enumerate(text):
+        if int(p) in L2_MAPPING:
+            if rng.random() < mapped_share:
+                spoken[i] = L2_MAPPING[int(p)]
+        elif rng.random() < substitution:
+            spoken[i] = rng.choice([q for q in range(N_PHONEMES) if q != p])
+    return spoken, synthetic_speech(spoken, register)
+
+
+def make_l2_corpus(n: int, chain: np.ndarray, rng: np.random.Generator, *, mapped_share: float,
+                   substitution: float, max_per: float = 0.5) -> list[dict]:
+    """``n`` synthetic utterances of the second language by the three systems
+    (:func:`cross_lingual_speech`), keeping those whose oracle PER against the text is below
+    ``max_per`` (the paper's filter of its Lao data, App. F.3); no prompts. Rows as
+    :func:`make_corpus`'s."""
+    rows = []
+    while len(rows) < n:
+        text = sample_texts(1, chain, rng)[0]
+        system = int(rng.integers(len(SYSTEM_REGISTERS)))
+        spoken, speech = cross_lingual_speech(text, SYSTEM_REGISTERS[system], rng, mapped_share=mapped_share,
+                                              substitution=substitution)
+        if per(speech, text) < max_per:
+            rows.append({"kind": "synthetic", "text": text, "spoken": spoken, "speech": speech, "speaker": system,
+                         "prompt": np.zeros(0, int)})
+    return rows
 
 
 # --------------------------------------------------------------------------------------------
@@ -254,15 +291,16 @@ def generate(model, prefixes: list[np.ndarray], *, temperature: float = 1.0, see
     ``temperature`` with a key-value cache; prefixes are grouped by length for the sampler."""
     from replib.models import causal_lm  # loads transformers only when a model samples
 
-    generator = torch.Generator().manual_seed(seed)
+    generator = torch.Generator().manual_seed(seed)  # a CPU generator: the same draws on every device
+    where = next(model.parameters()).device
     out: list = [None] * len(prefixes)
     lengths = np.array([len(p) for p in prefixes])
     for length in np.unique(lengths):
         rows = np.flatnonzero(lengths == length)
-        prompts = torch.as_tensor(np.stack([prefixes[i] for i in rows]))
+        prompts = torch.as_tensor(np.stack([prefixes[i] for i in rows]), device=where)
         tokens, _ = causal_lm.sample(model, prompts, MAX_SPEECH + 1, eos_id=EOS, pad_id=PAD,
                                      temperature=temperature, generator=generator)
-        for i, row in zip(rows, tokens.numpy()):
+        for i, row in zip(rows, tokens.cpu().numpy()):
             out[i] = row[(row != PAD) & (np.cumsum(row == EOS) == 0)]
     return out
 
@@ -366,3 +404,51 @@ def evaluate(generations: list[np.ndarray], texts: list[np.ndarray], reference: 
             "hp": prosodic_entropy(generations), "rep": repetition_rate(generations),
             "pitch_std": pitch_std(generations), "js": pitch_js(generations, reference),
             "length": float(np.mean([len(g) for g in generations]))}
+
+
+# --------------------------------------------------------------------------------------------
+# Listening (not part of any claim)
+# --------------------------------------------------------------------------------------------
+
+RATE = 16000  # samples per second of the rendered audio
+FRAME_S = 0.04  # one speech token is a 40 ms frame
+FORMANTS = np.array([[730, 1090, 2440], [270, 2290, 3010], [300, 870, 2240], [530, 1840, 2480],
+                     [660, 1720, 2410], [570, 840, 2410], [440, 1020, 2240], [490, 1350, 1690],
+                     [390, 1990, 2550], [640, 1190, 2390], [360, 640, 2390], [620, 1660, 2430],
+                     [450, 2200, 2800], [700, 1400, 2600], [330, 1500, 2500], [520, 1050, 2700]], float)
+BANDWIDTHS = np.array([90.0, 110.0, 170.0])
+
+
+def pitch_hz(b):
+    """The fundamental of pitch bin b: 110 * 2^((b - 4) / 6) Hz, two semitones a bin (69 Hz at bin
+    0, 156 Hz at bin 7)."""
+    return 110.0 * 2.0 ** ((np.asarray(b, float) - 4) / 6)
+
+
+def render(speech: np.ndarray, rate: int = RATE, harmonics: int = 40) -> np.ndarray:
+    """A source-filter rendering of speech tokens, for listening only: each token is a 40 ms frame;
+    the source is a harmonic series at the pitch bin's f0 (:func:`pitch_hz`) with a -6 dB/octave
+    glottal tilt, the filter three formant resonances of the phoneme (:data:`FORMANTS`, vowel-like
+    values); a pause is silence. Pitch, formants and loudness are smoothed over 10 ms between
+    frames. Returns float32 samples in [-1, 1]."""
+    speech = np.asarray(speech)
+    spoken = is_speech(speech)
+    phoneme = np.where(spoken, (speech - SPEECH0) // N_BINS, 0)
+    n = int(round(FRAME_S * rate))
+    kernel = np.ones(int(0.01 * rate)) / int(0.01 * rate)
+
+    def track(values):
+        padded = np.repeat(np.asarray(values, float), n, axis=0)
+        return np.stack([np.convolve(col, kernel, mode="same") for col in np.atleast_2d(padded.T)]).T
+
+    f0 = track(np.where(spoken, pitch_hz(np.where(spoken, (speech - SPEECH0) % N_BINS, 4)), 110.0))[:, 0]
+    formants = track(FORMANTS[phoneme])
+    loudness = track(spoken.astype(float))[:, 0]
+    phase = 2 * np.pi * np.cumsum(f0) / rate
+    k = np.arange(1, harmonics + 1)[:, None]
+    freq = k * f0[None]
+    gain = (1 / (1 + ((freq[..., None] - formants[None]) / BANDWIDTHS) ** 2)).sum(-1) / k
+    gain[freq > 0.45 * rate] = 0.0
+    wave = loudness * (gain * np.sin(k * phase[None])).sum(0)
+    peak = np.abs(wave).max()
+    return (wave / peak * 0.9 if peak > 0 else wave).astype(np.float32)

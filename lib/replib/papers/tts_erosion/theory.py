@@ -1,19 +1,21 @@
 """Helpers of the theory notebook: the entropy of a quantised Gaussian pitch, the mixture-entropy
-curve and its peak, and DPO on a categorical policy over a few outcomes.
+curve and its peak, DPO on a categorical policy over a few outcomes, and TDSC's temperatures.
 
 Contents: :func:`quantised_gaussian_entropy`, :func:`gaussian_entropy_approx`,
-:func:`mixture_curve`, :func:`peak_alpha`, :func:`finite_difference`, :func:`categorical_dpo`.
+:func:`mixture_curve`, :func:`peak_alpha`, :func:`finite_difference`, :func:`categorical_dpo`,
+:func:`tempered`, :func:`pass_probability`.
 """
 
 from __future__ import annotations
 
 import numpy as np
 from scipy.optimize import brentq
+from scipy.stats import binom
 
 from .method import entropy, mixture_entropy, mixture_entropy_slope
 
 __all__ = ["quantised_gaussian_entropy", "gaussian_entropy_approx", "mixture_curve", "peak_alpha",
-           "finite_difference", "categorical_dpo"]
+           "finite_difference", "categorical_dpo", "tempered", "pass_probability"]
 
 
 def quantised_gaussian_entropy(sigma: float, delta: float, n: int, seed: int = 0) -> float:
@@ -68,3 +70,16 @@ def categorical_dpo(pi_ref: np.ndarray, pair_sets: dict[str, tuple[int, int]], w
         theta = theta - lr * grad
         history.append(np.exp(theta - theta.max()) / np.exp(theta - theta.max()).sum())
     return np.array(history)
+
+
+def tempered(p: np.ndarray, temperature: float) -> np.ndarray:
+    """pi^(T) proportional to pi^(1/T) (TDSC's step 1), renormalised."""
+    logp = np.log(np.asarray(p, float)) / temperature
+    q = np.exp(logp - logp.max())
+    return q / q.sum()
+
+
+def pass_probability(error_rate: float, n: int, tau: float = 0.4) -> float:
+    """P(errors / n < tau) for errors ~ Binomial(n, error_rate): the chance that a candidate of n
+    phonemes, each wrong independently with probability ``error_rate``, passes the judge's WER test."""
+    return float(binom.cdf(np.ceil(tau * n) - 1, n, error_rate))
