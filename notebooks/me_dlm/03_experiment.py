@@ -315,8 +315,9 @@ ledger.table()
 #   prompts to 2-3 digits because the smaller network did not learn the longer one in the budget. The
 #   failure the paper targets, parallel decoding mixing the modes of the answer distribution, is
 #   present and strong (c1).
-# - **The budget.** 1,000 + 600 optimiser steps of 32 prompts, to keep the run near two minutes on
-#   two shared cores; it is at the edge of what p1 needs (86.7% on two seeds against 85%). The
+# - **The budget.** 1,000 + 600 optimiser steps of 32 prompts, a run of two to three minutes on
+#   two shared cores; it is at the edge of what p1 needs (86.7% on two seeds against 85%): pilots of
+#   the MDLM alone with 1,000 + 400 or 700 + 600 steps left it under 85% on two seeds. The
 #   curriculum of pre-applied edit passes runs from 0 to 3 instead of 0 to 31.
 # - **The labels' reference.** The valid answer nearest to each draft, not the drawn one: the release
 #   has one reference per prompt, our toy three. With one valid answer the two rules agree.

@@ -145,3 +145,31 @@ def test_profiles_share_keys_and_bounds():
     keys = {k for p in experiment.EXPERIMENT_PROFILES.values() for k in p}
     assert all(set(p) == keys for p in experiment.EXPERIMENT_PROFILES.values())
     assert set(experiment.EXPERIMENT_BOUNDS) == keys - {"seeds"}
+
+
+# Reading a number back from torch's shape-only "meta" device fails with one of these; a tensor left on
+# the CPU while the model is elsewhere fails earlier, with "Expected all tensors to be on the same device".
+META_READ = r"cannot be called on meta tensors|Cannot copy out of meta tensor"
+
+
+def test_paper_profile_keeps_tensors_on_the_model_device(monkeypatch):
+    monkeypatch.setenv("REPLIB_DEVICE", "meta")  # core.model_device("paper") is then "meta"
+    from replib import core
+
+    cfg = core.configure(experiment.EXPERIMENT_PROFILES, "paper", experiment.EXPERIMENT_BOUNDS, seeds=[0],
+                         pretrain_steps=2, policy_steps=2, width=16, n_test_tasks=4, tune_tasks=4, gdfs_epochs=2,
+                         mlp_epoch_grid=[1, 2])
+    with pytest.raises((RuntimeError, NotImplementedError), match=META_READ):
+        experiment.run_seed(cfg, 0)
+    tasks = experiment.as_tensors(task.sample_tasks(np.random.default_rng(0), 2, 8, kind="linear"), "meta")
+    x, y, r = tasks["x"], tasks["y"], tasks["r"]
+    g = torch.Generator().manual_seed(0)
+    m = method.acquisition_state(r, g)
+    assert m.device.type == "meta" and method.straight_through_gumbel(x, 1.0, g).device.type == "meta"
+    assert method.attention_mask(2, 3, True, device="meta").device.type == "meta"
+    net = baselines.TaskNetworks(2, [12, 4, 2], 0.5, g).to("meta").train()
+    assert baselines.mlp_predict(net, x, m, g)[0].device.type == "meta"  # dropout draws moved to the net
+    nlls, picks = method.greedy_acquisition(lambda xq, mq: baselines.mlp_predict(net, xq, mq), None, x, y, g)
+    assert nlls.device.type == picks.device.type == "meta"
+    fitted = baselines.fit_masked_mlp(x, y, r, 2, 0)  # the per-task networks follow x
+    assert {p.device.type for p in fitted.parameters()} == {"meta"}

@@ -150,7 +150,7 @@ def test_echo_model_converges_and_substitution_keeps_length():
 
 def _tiny_cfg():
     p = dict(experiment.EXPERIMENT_PROFILES["smoke"])
-    p.update(steps1=6, steps2=6, n_test=8, n_embd=16, n_head=2, batch=16)
+    p.update(profile="smoke", steps1=6, steps2=6, n_test=8, n_embd=16, n_head=2, batch=16)
     return SimpleNamespace(**p)
 
 
@@ -376,3 +376,46 @@ def _stuck_rate_per_pair(n_pairs, check_gap0, seed, vocab=5, max_len=12, max_edi
 @pytest.mark.parametrize("check_gap0", [False, True])
 def test_batched_stuck_rate_equals_the_per_pair_count(check_gap0):
     assert theory.oracle_stuck_rate(1200, check_gap0=check_gap0, seed=3) == _stuck_rate_per_pair(1200, check_gap0, 3)
+
+
+# Reading a number back from torch's shape-only "meta" device fails with one of these; a tensor left on
+# the CPU while the model is elsewhere fails earlier, with "Expected all tensors to be on the same device".
+META_READ = r"cannot be called on meta tensors|Cannot copy out of meta tensor"
+
+
+class OnMeta(torch.nn.Module):
+    """A stand-in model on the meta device: asserts that its inputs are there too (the real network on
+    meta would not notice CPU ids) and returns meta logits."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(1, device="meta"))
+
+    def forward(self, ids, attention_mask=None):
+        assert ids.device == self.w.device and (attention_mask is None or attention_mask.device == self.w.device)
+        logits = torch.zeros(*ids.shape, method.VOCAB, device="meta")
+        return logits, logits.clone()
+
+
+def test_paper_profile_keeps_tensors_on_the_model_device(monkeypatch):
+    monkeypatch.setenv("REPLIB_DEVICE", "meta")  # core.model_device("paper") is then "meta"
+    from replib import core
+
+    cfg = core.configure(experiment.EXPERIMENT_PROFILES, "paper", experiment.EXPERIMENT_BOUNDS, seeds=[0], n_layer=1,
+                         n_embd=16, n_head=2, batch=8, steps1=2, steps2=2, n_test=4, curve_every=1, n_curve=4)
+    with pytest.raises((RuntimeError, NotImplementedError), match=META_READ):
+        experiment.run_seed(cfg, 0)
+    model = OnMeta()
+    prompts, answers = [(1, 2), (3, 4, 5)], [(2, 1), (3, 4, 5)]
+    t, rng = np.array([0.5, 0.9]), np.random.default_rng(0)
+    calls = [lambda: method.draft(model, prompts, 2),
+             lambda: method.edit_passes(model, prompts, [[2, 1, method.EOS], [3, method.EOS]], 1),
+             lambda: method.mask_mode_loss(model, prompts, answers, t, rng),
+             lambda: method.edit_mode_loss(model, prompts, answers, [[2, method.EOS], [3, 4, 5, method.EOS]], t)]
+    for call in calls:
+        with pytest.raises((RuntimeError, NotImplementedError), match=META_READ):
+            call()
+    logits = torch.zeros(2, method.SEQ_LEN, method.VOCAB, device="meta")
+    labels = torch.zeros(2, method.SEQ_LEN, dtype=torch.long, device="meta")
+    with pytest.raises((RuntimeError, NotImplementedError), match=META_READ):
+        method._weighted_ce(logits, labels, t)

@@ -25,4 +25,7 @@ acquisition depth per target and step instead of all depths; the selector is tra
 inference mask (the code uses the autoregressive one); features are not re-standardised per task
 (every feature is $U(-2, 2)$ by construction); the book prior is sparse linear, not the digest's
 tanh network, because the latter did not learn within the book budget.
+
+Device: at the paper profile the models run on `core.model_device` (a GPU when present); smoke and
+book run on the CPU.
 """

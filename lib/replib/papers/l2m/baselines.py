@@ -21,7 +21,7 @@ __all__ = ["TaskNetworks", "mlp_predict", "fit_masked_mlp", "fit_gdfs_selector",
 class TaskNetworks(nn.Module):
     """``n_tasks`` independent ReLU MLPs ``sizes[0] -> ... -> sizes[-1]`` with dropout after each
     hidden layer, applied to inputs of shape (tasks, rows, sizes[0]); PyTorch's default Linear
-    initialisation, drawn from ``generator``."""
+    initialisation, drawn from ``generator`` (a CPU generator; move the networks with ``.to``)."""
 
     def __init__(self, n_tasks: int, sizes, dropout: float, generator: torch.Generator):
         super().__init__()
@@ -39,7 +39,7 @@ class TaskNetworks(nn.Module):
             if i < len(self.weights) - 1:
                 h = F.relu(h)
                 if self.training and self.dropout > 0:
-                    keep = (torch.rand(h.shape, generator=generator) >= self.dropout).to(h)
+                    keep = (torch.rand(h.shape, generator=generator).to(h.device) >= self.dropout).to(h)
                     h = h * keep / (1 - self.dropout)
         return h
 
@@ -56,10 +56,11 @@ def fit_masked_mlp(x, y, r, epochs: int, seed: int, hidden: int = 64, lr: float 
     full-batch on each task's context rows ``x, y, r`` (tasks, rows, ...) for ``epochs`` steps, each
     with fresh random acquisition states inside the rows' availability. (The number of epochs is
     tuned per context size on prior tasks: :func:`replib.papers.l2m.experiment.tune_epochs`, which
-    reads the network after every epoch through ``on_epoch(epoch, net)``.)"""
+    reads the network after every epoch through ``on_epoch(epoch, net)``.) The networks live on
+    ``x``'s device."""
     generator = torch.Generator().manual_seed(seed)
     d = x.shape[-1]
-    net = TaskNetworks(x.shape[0], [2 * d, hidden, hidden, 2], dropout, generator)
+    net = TaskNetworks(x.shape[0], [2 * d, hidden, hidden, 2], dropout, generator).to(x.device)
     optimiser = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=weight_decay)
     net.train()
     for epoch in range(epochs):
@@ -83,7 +84,7 @@ def fit_gdfs_selector(predictor: TaskNetworks, x, y, r, epochs: int, seed: int, 
     Gumbel pick at a random state, NLL after the pick), on the task's context rows."""
     generator = torch.Generator().manual_seed(seed + 7)
     d = x.shape[-1]
-    selector = TaskNetworks(x.shape[0], [2 * d, hidden, d], 0.0, generator)
+    selector = TaskNetworks(x.shape[0], [2 * d, hidden, d], 0.0, generator).to(x.device)
     optimiser = torch.optim.Adam(selector.parameters(), lr=lr)
     for p in predictor.parameters():
         p.requires_grad_(False)

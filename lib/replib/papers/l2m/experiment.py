@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from replib.core.runtime import compute_threads, seed_everything
+from replib.core.runtime import compute_threads, model_device, seed_everything
 
 from .baselines import fit_gdfs_selector, fit_masked_mlp, mlp_acquisition, mlp_predict
 from .method import (
@@ -62,9 +62,10 @@ EXPERIMENT_BOUNDS = dict(p_max=(0.0, 0.95), lr=(1e-6, 1.0), selector_lr=(1e-6, 1
                          test_targets=(1, None), tune_tasks=(2, None))
 
 
-def as_tensors(tasks: dict) -> dict:
-    """The x, y, r arrays of :func:`sample_tasks` as float32 tensors (``informative`` dropped)."""
-    return {k: torch.as_tensor(v, dtype=torch.float32) for k, v in tasks.items() if k != "informative"}
+def as_tensors(tasks: dict, where="cpu") -> dict:
+    """The x, y, r arrays of :func:`sample_tasks` as float32 tensors on device ``where``
+    (``informative`` dropped)."""
+    return {k: torch.as_tensor(v, dtype=torch.float32, device=where) for k, v in tasks.items() if k != "informative"}
 
 
 def _split(tensors: dict, n_context: int, n_pool: int):
@@ -98,15 +99,18 @@ def run_seed(cfg, seed: int) -> dict:
     (:func:`train_selector`), then on ``cfg.n_test_tasks`` held-out tasks: NLL with all features
     for L2M, the tuned per-task MLP and the label marginal at every context size of
     :data:`CONTEXT_SIZES`, and at :data:`ACQUISITION_CONTEXT` rows the acquisition curves of L2M
-    (selector and random picks) and of the MLP (GDFS selector and random picks) and the first picks."""
+    (selector and random picks) and of the MLP (GDFS selector and random picks) and the first picks.
+    The networks and batches live on ``model_device(cfg.profile)`` (a GPU at the paper profile when
+    there is one, else the CPU); tasks and random draws come from CPU generators."""
     started = time.perf_counter()
+    where = model_device(cfg.profile)
     with compute_threads(1):
         seed_everything(seed)
-        model = L2M(N_FEATURES, width=cfg.width, ff=2 * cfg.width, hidden=2 * cfg.width)
+        model = L2M(N_FEATURES, width=cfg.width, ff=2 * cfg.width, hidden=2 * cfg.width).to(where)
 
         def draw_batch(rng):
             return as_tensors(sample_tasks(rng, cfg.batch_tasks, _TRAIN_CONTEXT[1] + cfg.train_targets, cfg.p_max,
-                                           kind=cfg.prior))
+                                           kind=cfg.prior), where)
 
         pretrain = train_predictor(model, draw_batch, cfg.pretrain_steps, cfg.lr, seed, _TRAIN_CONTEXT)
         policy = train_selector(model, draw_batch, cfg.policy_steps, cfg.selector_lr, cfg.head_lr, cfg.tau,
@@ -115,8 +119,8 @@ def run_seed(cfg, seed: int) -> dict:
         rows = n_pool + cfg.test_targets
         test_np = sample_tasks(np.random.default_rng([seed, 10]), cfg.n_test_tasks, rows, cfg.p_max, kind=cfg.prior)
         tune = as_tensors(sample_tasks(np.random.default_rng([seed, 11]), cfg.tune_tasks, rows, cfg.p_max,
-                                       kind=cfg.prior))
-        test = as_tensors(test_np)
+                                       kind=cfg.prior), where)
+        test = as_tensors(test_np, where)
         context_rows, tuning_rows, curves = [], [], []
         for n_context in CONTEXT_SIZES:
             context, target = _split(test, n_context, n_pool)
@@ -132,7 +136,7 @@ def run_seed(cfg, seed: int) -> dict:
             with torch.no_grad():
                 mlp_nll = gaussian_nll(*mlp_predict(mlp, target["x"], target["r"]), target["y"])
             marginal = marginal_nll(test_np["y"][:, :n_context], test_np["y"][:, n_pool:])
-            for name, nll in [("l2m", l2m.numpy()), ("mlp", mlp_nll.numpy()), ("marginal", marginal)]:
+            for name, nll in [("l2m", l2m.cpu().numpy()), ("mlp", mlp_nll.cpu().numpy()), ("marginal", marginal)]:
                 context_rows.append({"seed": seed, "context": n_context, "model": name, "nll": float(nll.mean()),
                                      "mlp_epochs": epochs})
             if n_context == ACQUISITION_CONTEXT:
@@ -145,9 +149,9 @@ def run_seed(cfg, seed: int) -> dict:
                         "mlp_random": mlp_acquisition(mlp, None, target["x"], target["y"], generator)}
                 first = {}
                 for name, (nlls, picks) in runs.items():
-                    curve = nlls.mean(dim=(0, 1)).numpy()
+                    curve = nlls.mean(dim=(0, 1)).cpu().numpy()
                     curves += [{"seed": seed, "method": name, "k": k, "nll": float(v)} for k, v in enumerate(curve)]
-                    first[name] = picks[:, 0, 0].numpy()
+                    first[name] = picks[:, 0, 0].cpu().numpy()
     picks = pd.DataFrame([{"seed": seed, "task": t, "method": name, "pick": int(p[t]),
                            "informative": bool(test_np["informative"][t, p[t]]),
                            "n_informative": int(test_np["informative"][t].sum())}

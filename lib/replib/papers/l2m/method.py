@@ -50,8 +50,8 @@ def query_tokens(x: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
     return torch.cat([x * m, m, torch.zeros_like(x[..., :1])], dim=-1)
 
 
-def attention_mask(n_context: int, n_target: int, autoregressive: bool) -> torch.Tensor:
-    """The additive attention mask (0 = may attend, $-\\infty$ = may not), rows attend to columns.
+def attention_mask(n_context: int, n_target: int, autoregressive: bool, device="cpu") -> torch.Tensor:
+    """The additive attention mask (0 = may attend, $-\\infty$ = may not), rows attend to columns, on ``device``.
 
     Autoregressive (pre-training) sequence [context | real targets | queries]: context attends to
     context; real target $i$ to the context and real targets $j \\le i$; query $i$ to the context, real
@@ -60,16 +60,16 @@ def attention_mask(n_context: int, n_target: int, autoregressive: bool) -> torch
     """
     n_real = n_target if autoregressive else 0
     size = n_context + n_real + n_target
-    allowed = torch.zeros(size, size, dtype=torch.bool)
+    allowed = torch.zeros(size, size, dtype=torch.bool, device=device)
     allowed[:, :n_context] = True
-    lower = torch.ones(n_target, n_target, dtype=torch.bool)
+    lower = torch.ones(n_target, n_target, dtype=torch.bool, device=device)
     q0 = n_context + n_real
     if autoregressive:
         t0 = n_context
         allowed[t0:q0, t0:q0] = torch.tril(lower)
         allowed[q0:, t0:q0] = torch.tril(lower, diagonal=-1)
-    allowed[q0:, q0:] = torch.eye(n_target, dtype=torch.bool)
-    mask = torch.zeros(size, size)
+    allowed[q0:, q0:] = torch.eye(n_target, dtype=torch.bool, device=device)
+    mask = torch.zeros(size, size, device=device)
     mask[~allowed] = float("-inf")
     return mask
 
@@ -109,7 +109,8 @@ class L2M(nn.Module):
         """Hidden states at the query tokens; with ``targets`` (real targets with their labels) the
         autoregressive mask, else the inference mask of :func:`attention_mask`."""
         parts = [context] + ([targets] if targets is not None else []) + [queries]
-        mask = attention_mask(context.shape[1], queries.shape[1], autoregressive=targets is not None)
+        mask = attention_mask(context.shape[1], queries.shape[1], autoregressive=targets is not None,
+                              device=context.device)
         hidden = self.encoder(self.embed(torch.cat(parts, dim=1)), mask=mask)
         return hidden[:, -queries.shape[1]:]
 
@@ -122,11 +123,12 @@ class L2M(nn.Module):
 def acquisition_state(r: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     """A random acquisition state per row: a depth $k$ uniform on $0..n_{avail}$, then $k$ of the row's
     available features (``r`` = 1) chosen uniformly, i.e. the state after $k$ random acquisitions.
-    (The code loops over all depths; we draw one per row and step, the digest's book deviation.)"""
-    scores = torch.rand(r.shape, generator=generator).masked_fill(r == 0, 2.0)
+    (The code loops over all depths; we draw one per row and step, the digest's book deviation.)
+    The uniforms are drawn on the CPU generator and moved to ``r``'s device."""
+    scores = torch.rand(r.shape, generator=generator).to(r.device).masked_fill(r == 0, 2.0)
     rank = scores.argsort(dim=-1).argsort(dim=-1)
     n_avail = r.sum(dim=-1, keepdim=True)
-    depth = torch.floor(torch.rand(n_avail.shape, generator=generator) * (n_avail + 1))
+    depth = torch.floor(torch.rand(n_avail.shape, generator=generator).to(r.device) * (n_avail + 1))
     return ((rank < depth) & (r == 1)).float()
 
 
@@ -177,8 +179,8 @@ def train_predictor(model: L2M, draw_batch, steps: int, lr: float, seed: int, co
 
 def straight_through_gumbel(logits: torch.Tensor, tau: float, generator: torch.Generator) -> torch.Tensor:
     """A one-hot sample of $\\mathrm{softmax}((\\ell + g)/\\tau)$, $g$ Gumbel noise, whose gradient is
-    that of the soft sample (the straight-through estimator)."""
-    u = torch.rand(logits.shape, generator=generator).clamp(1e-10, 1 - 1e-10)
+    that of the soft sample (the straight-through estimator). The uniforms come from the CPU generator."""
+    u = torch.rand(logits.shape, generator=generator).to(logits.device).clamp(1e-10, 1 - 1e-10)
     soft = F.softmax((logits - torch.log(-torch.log(u))) / tau, dim=-1)
     hard = F.one_hot(soft.argmax(dim=-1), logits.shape[-1]).to(soft)
     return hard + soft - soft.detach()
@@ -239,7 +241,7 @@ def greedy_acquisition(predict, select, x: torch.Tensor, y: torch.Tensor, genera
     nlls, picks = [], []
     for _ in range(d):
         nlls.append(gaussian_nll(*predict(x, m), y))
-        scores = torch.rand(m.shape, generator=generator) if select is None else select(x, m)
+        scores = torch.rand(m.shape, generator=generator).to(m.device) if select is None else select(x, m)
         pick = scores.masked_fill(m == 1, float("-inf")).argmax(dim=-1)
         m = m + F.one_hot(pick, d).to(m)
         picks.append(pick)

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from replib.core.runtime import compute_threads, seed_everything
+from replib.core.runtime import compute_threads, model_device, seed_everything
 
 from .method import (
     CANVAS,
@@ -87,12 +87,12 @@ def train_phase(model, opt, sched, cfg, steps: int, edit_prob: float, examples, 
         edit = rng.random() < edit_prob
         if edit:
             k = curriculum_passes(step, steps, cfg.e_max, cfg.curriculum_start)
-            model.eval()
+            _set_mode(model, training=False)
             responses = edit_mode_batch(model, prompts, answers, t, k, rng)
-            model.train()
+            _set_mode(model, training=True)
             loss, stats = edit_mode_loss(model, prompts, edit_targets(prompts, answers, responses), responses, t)
         else:
-            model.train()
+            _set_mode(model, training=True)
             loss, stats = mask_mode_loss(model, prompts, answers, t, rng)
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -102,10 +102,17 @@ def train_phase(model, opt, sched, cfg, steps: int, edit_prob: float, examples, 
         rows.append({"phase": label, "step": step, "mode": "edit" if edit else "mask",
                      "loss": float(loss.detach()), **stats})
         if probe is not None and (step + 1) % cfg.curve_every == 0:
-            model.eval()
+            _set_mode(model, training=False)
             probe(model, step + 1)
     model.eval()
     return rows
+
+
+def _set_mode(model, training: bool) -> None:
+    """``model.train(training)``, skipped when the model is already in that mode (the call walks
+    every submodule, and the mask-mode steps would otherwise repeat it once per step)."""
+    if model.training != training:
+        model.train(training)
 
 
 # --------------------------------------------------------------------------------------------
@@ -219,7 +226,8 @@ def run_seed(cfg, seed: int, progress=None, threads: int = 1) -> dict:
     phase 2 (``steps2``, edit mode with probability 0.5) and the compute-matched MDLM (``steps2``
     more mask-mode steps), each with a fresh optimiser and schedule and both on the same next rows
     of the seed's training corpus (:func:`task.training_corpus`); evaluation on ``n_test`` prompts
-    from a separate stream. Plain data only: ``validity``, ``samples``, ``traces``, ``modes``,
+    from a separate stream. The models live on ``model_device(cfg.profile)`` (a GPU at the paper
+    profile when there is one, else the CPU); every random draw stays on the CPU. Plain data only: ``validity``, ``samples``, ``traces``, ``modes``,
     ``copy``, ``curve``, ``train`` rows and ``seconds``."""
     cfg = _as_cfg(cfg)
     n1, n2 = cfg.steps1 * cfg.batch, cfg.steps2 * cfg.batch
@@ -227,7 +235,7 @@ def run_seed(cfg, seed: int, progress=None, threads: int = 1) -> dict:
     with compute_threads(threads):
         seed_everything(seed)
         seconds = {"seed": seed}
-        model = new_model(cfg, seed)
+        model = new_model(cfg, seed, model_device(cfg.profile))
         opt, sched = _make_optimiser(model, cfg, cfg.steps1)
         curve = []
         probe_prompts = draw_prompts(cfg.n_curve, np.random.default_rng([seed, 777]))
