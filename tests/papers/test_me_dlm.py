@@ -419,3 +419,13 @@ def test_paper_profile_keeps_tensors_on_the_model_device(monkeypatch):
     labels = torch.zeros(2, method.SEQ_LEN, dtype=torch.long, device="meta")
     with pytest.raises((RuntimeError, NotImplementedError), match=META_READ):
         method._weighted_ce(logits, labels, t)
+
+
+def test_seeds_in_two_processes_give_the_one_process_results(monkeypatch):
+    monkeypatch.delenv("REPLIB_MAX_THREADS", raising=False)  # else the pool is capped to one process
+    cfg = _tiny_cfg()
+    cfg.seeds = [0, 1]
+    one, two = experiment.run_experiment(cfg, workers=1), experiment.run_experiment(cfg, workers=2)
+    for key in ("validity", "samples", "train", "curve"):
+        assert one[key].equals(two[key]), key
+    assert one["traces"] == two["traces"]

@@ -64,8 +64,8 @@ Fidelity notes (differences from the release, all deliberate, see also the chapt
   (issue 17) found that on 3-5 digits a two-layer network reaches only 40-70% validity at one token
   per pass within the book's budget (reverse and sort, which share length and digits, are the modes
   it does not learn), against 80-90% on 2-3 digits.
-* Budget: the book profile uses d = 64, 3 layers, batches of 32 and 1000 / 600 steps (two to three
-  minutes for three seeds on two shared cores, 300 test prompts; with 2 layers seed 0's MDLM stayed
+* Budget: the book profile uses d = 64, 3 layers, batches of 32 and 1000 / 600 steps (about 50 s
+  per seed on one core, two seeds at a time on two cores, 300 test prompts; with 2 layers seed 0's MDLM stayed
   under precondition p1's 85%, and so did two of three seeds' with 1000 / 400 or 700 / 600 steps); the paper profile uses d = 96, 3 layers, batches of 64 and
   3000 / 1500 steps.
 * The MDLM baseline is compute-matched in optimiser steps: it continues from the *same* phase-1

@@ -11,14 +11,16 @@ substitution-only ablation is a flag of :func:`method.edit_passes`.
 from __future__ import annotations
 
 import copy
+import multiprocessing
 import time
+from concurrent.futures import ProcessPoolExecutor
 from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
 import torch
 
-from replib.core.runtime import compute_threads, model_device, seed_everything
+from replib.core.runtime import compute_threads, model_device, seed_everything, thread_budget
 
 from .method import (
     CANVAS,
@@ -270,12 +272,23 @@ def run_seed(cfg, seed: int, progress=None, threads: int = 1) -> dict:
     return {**ev, "train": train, "curve": curve, "seconds": seconds}
 
 
-def run_experiment(cfg, progress=None, threads: int = 1) -> dict:
+def run_experiment(cfg, progress=None, threads: int = 1, workers: int = 1) -> dict:
     """:func:`run_seed` for every seed; data frames ``validity``, ``samples``, ``train``, ``modes``
     (validity per answer mode), ``copy`` (precondition p2), ``curve`` (phase-1 learning curve),
-    ``seconds`` and the list ``traces``."""
+    ``seconds`` and the list ``traces``.
+
+    ``workers`` > 1 runs the seeds in that many fresh processes at once (capped by
+    $REPLIB_MAX_THREADS, see :func:`replib.core.runtime.thread_budget`). A seed depends on nothing but
+    ``cfg`` and its own number, so the results equal the one-process run's; only the progress bars
+    are lost."""
     cfg = _as_cfg(cfg)
-    runs = [run_seed(cfg, seed, progress, threads) for seed in cfg.seeds]
+    workers = min(thread_budget(workers), len(cfg.seeds))
+    if workers > 1:
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+            runs = list(pool.map(run_seed, [cfg] * len(cfg.seeds), cfg.seeds, [None] * len(cfg.seeds),
+                                 [threads] * len(cfg.seeds)))
+    else:
+        runs = [run_seed(cfg, seed, progress, threads) for seed in cfg.seeds]
     out = {key: pd.DataFrame([r for run in runs for r in run[key]]) for key in ("validity", "samples", "train", "modes", "copy", "curve")}
     out["seconds"] = pd.DataFrame([run["seconds"] for run in runs])
     out["traces"] = [t for run in runs for t in run["traces"]]
