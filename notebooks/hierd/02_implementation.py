@@ -260,7 +260,11 @@ core.show_source(method.cross_loss)
 # \tfrac{\lambda_{kd}}{10}L_{RKD}$ with $\lambda_{kd}=\lambda_x=2.5$. Layer pairs (hidden-state
 # indices, teacher to student): (0, 0) at word level, (2, 1) and (3, 2) at phrase level. The
 # teacher is frozen, so its clusters, group vectors, $X^T$ and $\Pi$ are computed once; the student
-# part is below. A tiny end-to-end step on four scenes:
+# part is below. It is the pieces above, applied to all three layer pairs and to both texts (question
+# and answer) at once: the teacher's targets are stacked on a layer-pair axis (padded to a common
+# number of groups), the pieces reduce over the sample axis only, so each term comes out per layer
+# pair and is then averaged as the equations say. (The test suite checks it against the same loss
+# written pair by pair.) A tiny end-to-end step on four scenes:
 
 # %%
 core.show_source(method.hierd_loss)

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 import torch
 from sklearn.cluster import DBSCAN
+from sklearn.metrics import adjusted_rand_score
 
 from replib import core
 from replib.core.paths import load_chapter
@@ -202,6 +203,30 @@ def test_dbscan_all_noise_is_one_cluster_and_labels_ordered():
     assert method.dbscan(d, 0.5, 2).tolist() == [0, 1, 0, 1]
 
 
+def test_dbscan_and_cluster_tokens_batched_equal_per_image():
+    rng = np.random.default_rng(2)
+    states = rng.normal(size=(12, 16, 5))
+    states[:, :8] += 3.0  # a planted group on the first eight tokens
+    centres = method.patch_centres(6)
+    batched = method.cluster_tokens(states, centres, 0.1, 20.0, 3)
+    single = np.stack([method.cluster_tokens(s, centres, 0.1, 20.0, 3) for s in states])
+    assert batched.shape == (12, 16) and np.array_equal(batched, single)
+    d = method.cluster_distance(states, centres, 0.1)
+    assert np.allclose(d[3], method.cluster_distance(states[3], centres, 0.1))
+
+
+def test_adjusted_rand_matches_sklearn():
+    rng = np.random.default_rng(4)
+    truth = rng.integers(-1, 3, size=(40, 16))
+    labels = np.where(rng.random((40, 16)) < 0.6, truth, rng.integers(-1, 4, size=(40, 16)))
+    labels[0] = truth[0]  # full agreement
+    labels[1] = 0  # one cluster against several labels
+    truth[2] = 1
+    labels[2] = 1  # both one cluster: full agreement
+    expected = [adjusted_rand_score(t, c) for t, c in zip(truth, labels)]
+    assert np.allclose(experiment.adjusted_rand(truth, labels), expected, atol=1e-12)
+
+
 def test_map_clusters_hand():
     labels = np.full(36, -1)  # teacher 4 px grid (6 x 6), student 8 px grid (3 x 3)
     labels[[0, 1, 6, 7]] = 0  # teacher patches centred (2,2), (6,2), (2,6), (6,6) -> student patch 0
@@ -223,6 +248,56 @@ def test_detached_gradient_gap_is_zero_on_a_tiny_run():
     targets = experiment.teacher_targets(teacher, data["train"], cfg, 0)
     student = experiment._student(cfg, 0)
     assert experiment.detach_gradient_gap(student, data["train"], targets, n=16) <= 1e-7
+
+
+def _per_pair_reference(out_q, out_a, pairs, projectors, n_patches, weights):
+    """Step 8 written pair by pair and text by text with the loss pieces (the committed code's form)."""
+    texts, visions, crosses = [], [], []
+    for p, (_, s_idx, _) in enumerate(method.LAYER_PAIRS):
+        t, v = pairs["text"], pairs["vision"]
+        hq, ha = out_q["hidden"][s_idx], out_a["hidden"][s_idx]
+        per_kind = []
+        for kind, h in ((0, hq[:, n_patches:n_patches + 7]), (1, ha[:, :3])):
+            n = h.shape[1]
+            members, g_t = t["members"][:, kind, p, :n], t["g"][:, kind, p]
+            _, g_s, valid = method.group_weights(h, members, g_t.shape[1])
+            loss = weights.tok * method.token_loss(projectors[p](h), t["h"][:, kind, p, :n], t["omega"][:, kind, p, :n])
+            per_kind.append((loss + method.relational_loss(g_s, g_t, valid & t["valid"][:, kind, p]), g_s))
+        texts.append(0.5 * (per_kind[0][0] + per_kind[1][0]))
+        h_vis, members = hq[:, :n_patches], v["members"][:, p]
+        omega_s, g_vis, valid_s = method.group_weights(h_vis, members, v["g"].shape[2])
+        target = v["g"][:, p][torch.arange(len(members))[:, None], members.clamp_min(0)]
+        lv = weights.tok * method.token_loss(projectors[p](h_vis), target, omega_s)
+        visions.append(lv + method.relational_loss(g_vis, v["g"][:, p], valid_s & v["valid"][:, p]))
+        if pairs["has_pi"][p]:
+            pi = pairs["pi"][:, p] * valid_s[:, None, :]
+            pi = pi / pi.sum((1, 2), keepdim=True).clamp_min(1e-12)
+            crosses.append(method.cross_loss(pi, method._cos_matrix(per_kind[0][1], g_vis), pairs["x"][:, p]))
+    l_text, l_vis, l_cross = torch.stack(texts).mean(), torch.stack(visions).mean(), torch.stack(crosses).mean()
+    return weights.kd * 0.5 * (l_text + l_vis) + weights.cross * l_cross, l_text, l_vis, l_cross
+
+
+def test_batched_hierd_loss_equals_the_per_pair_form():
+    cfg = core.configure(experiment.EXPERIMENT_PROFILES, "smoke", n_train=32, n_test=32)
+    data = experiment.load_data(cfg)
+    teacher = experiment.make_embedder(cfg, "teacher", seed=1)
+    targets = experiment.teacher_targets(teacher, data["train"], cfg, 0)
+    assert targets["pairs"]["has_pi"] == (True, True, False)
+    student = experiment._student(cfg, 2)
+    idx = torch.arange(12)
+    out_q, out_a = student(data["train"]["images"][idx], data["train"]["questions"][idx]), student(None, data["train"]["answers"][idx])
+    pairs = experiment._take(targets["pairs"], idx)
+    weights = method.HieRDWeights()
+    terms = method.hierd_loss(out_q, out_a, pairs, targets["projectors"], student.n_patches, weights)
+    total, l_text, l_vis, l_cross = _per_pair_reference(out_q, out_a, pairs, targets["projectors"], student.n_patches, weights)
+    assert l_cross.item() > 0 and l_text.item() > 0
+    for got, want in ((terms["total"], total), (terms["text"], l_text), (terms["vis"], l_vis), (terms["cross"], l_cross)):
+        assert got.item() == pytest.approx(want.item(), rel=1e-5, abs=1e-7)
+    params = list(student.parameters()) + list(targets["projectors"].parameters())
+    g1 = torch.autograd.grad(terms["total"], params, retain_graph=True, allow_unused=True)
+    g2 = torch.autograd.grad(total, params, allow_unused=True)
+    for a, b in zip(g1, g2):
+        assert (a is None) == (b is None) and (a is None or torch.allclose(a, b, rtol=1e-4, atol=1e-6))
 
 
 def _hand_results():

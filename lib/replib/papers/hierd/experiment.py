@@ -18,9 +18,8 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import torch
-from sklearn.metrics import adjusted_rand_score
 
-from replib.core.runtime import compute_threads, seed_everything
+from replib.core.runtime import compute_threads, model_device, seed_everything
 
 from . import task
 from .method import (
@@ -56,15 +55,15 @@ METHODS = {
 }
 
 _COMMON = dict(teacher_patch=6, teacher_d=64, teacher_layers=3, teacher_heads=4, student_patch=8, student_d=32,
-               student_layers=2, student_heads=4, tau=0.02, batch=32, teacher_lr=1e-3, student_lr=3e-3,
+               student_layers=2, student_heads=4, tau=0.02, batch=32, teacher_lr=2e-3, student_lr=2e-3,
                projector_lr_scale=5.0,
-               weight_decay=0.01, warmup=0.03, grad_clip=1.0, lam_sp=0.1, eps_percentile=10.0, min_samples=3,
+               weight_decay=0.01, warmup=0.1, grad_clip=1.0, lam_sp=0.1, eps_percentile=10.0, min_samples=3,
                teacher_seed=1000)
 _BOOK_METHODS = ["contrastive", "global_kd", "hierd"]  # the two ablations: paper profile (time budget)
 EXPERIMENT_PROFILES = {
     "smoke": dict(seeds=[0], n_train=300, n_test=200, teacher_epochs=1, student_epochs=1,
                   methods=_BOOK_METHODS, **_COMMON),
-    "book": dict(seeds=[0, 1, 2], n_train=3000, n_test=500, teacher_epochs=6, student_epochs=4,
+    "book": dict(seeds=[0, 1, 2], n_train=3000, n_test=500, teacher_epochs=10, student_epochs=5,
                  methods=_BOOK_METHODS, **_COMMON),
     "paper": dict(seeds=[0, 1, 2, 3, 4], n_train=20000, n_test=2000, teacher_epochs=10, student_epochs=6,
                   methods=list(METHODS), **_COMMON),
@@ -85,11 +84,12 @@ EXPERIMENT_BOUNDS = {
 # --------------------------------------------------------------------------------------------
 
 def load_data(cfg) -> dict:
-    """The train and test scenes (cached data sets, test drawn from another seed) as tensors."""
+    """The train and test scenes (cached data sets, test drawn from another seed) as tensors on
+    the profile's model device (:func:`core.model_device`)."""
     out = {}
     for split, n, seed in (("train", cfg.n_train, 1), ("test", cfg.n_test, 2)):
         arrays = task.as_arrays(task.build_scenes(n, seed))
-        out[split] = {k: torch.from_numpy(v) for k, v in arrays.items()}
+        out[split] = {k: torch.as_tensor(v, device=model_device(cfg.profile)) for k, v in arrays.items()}
     return out
 
 
@@ -102,7 +102,8 @@ def _schedule(step: int, steps: int, warmup: float) -> float:
 def train_embedder(model: Embedder, data: dict, epochs: int, lr: float, cfg, seed: int,
                    weights: HieRDWeights | None = None, targets: dict | None = None) -> pd.DataFrame:
     """Train ``model`` for ``epochs`` passes over ``data`` (batches of ``cfg.batch`` in a seeded
-    order), AdamW at peak learning rate ``lr`` with a warm-up cosine schedule, gradient clipping. The loss is eq. 1 (InfoNCE of
+    order), AdamW at peak learning rate ``lr`` with a cosine schedule after a linear warm-up over the
+    ``cfg.warmup`` share of the steps, gradient clipping. The loss is eq. 1 (InfoNCE of
     queries against their answers, answers shared inside the batch are joint positives); with
     ``weights`` (a student) also ``weights.rkd`` x RKD against the teacher's embeddings and, when
     ``weights.kd`` or ``weights.cross`` is positive, :func:`hierd_loss` on the teacher ``targets``
@@ -111,7 +112,7 @@ def train_embedder(model: Embedder, data: dict, epochs: int, lr: float, cfg, see
     params = [{"params": list(model.parameters()), "lr": lr}]
     if weights is not None and (weights.kd > 0 or weights.cross > 0):
         params.append({"params": list(projectors.parameters()), "lr": lr * cfg.projector_lr_scale})
-    optimiser = torch.optim.AdamW(params, weight_decay=cfg.weight_decay)
+    optimiser = torch.optim.AdamW(params, weight_decay=cfg.weight_decay, fused=True)
     base_lrs = [g["lr"] for g in optimiser.param_groups]
     n = len(data["answer_id"])
     per_epoch = n // cfg.batch
@@ -121,7 +122,8 @@ def train_embedder(model: Embedder, data: dict, epochs: int, lr: float, cfg, see
     for step in range(steps):
         if step % per_epoch == 0:
             order = rng.permutation(n)
-        idx = torch.from_numpy(order[(step % per_epoch) * cfg.batch:(step % per_epoch + 1) * cfg.batch])
+        idx = torch.as_tensor(order[(step % per_epoch) * cfg.batch:(step % per_epoch + 1) * cfg.batch],
+                              device=data["answer_id"].device)
         for g, lr in zip(optimiser.param_groups, base_lrs):
             g["lr"] = lr * _schedule(step, steps, cfg.warmup)
         out_q = model(data["images"][idx], data["questions"][idx])
@@ -142,8 +144,8 @@ def train_embedder(model: Embedder, data: dict, epochs: int, lr: float, cfg, see
         loss.backward()
         torch.nn.utils.clip_grad_norm_([p for g in params for p in g["params"]], cfg.grad_clip)
         optimiser.step()
-        rows.append({k: v if isinstance(v, int) else float(v.detach()) for k, v in row.items()})
-    return pd.DataFrame(rows)
+        rows.append({k: v if isinstance(v, int) else v.detach() for k, v in row.items()})
+    return pd.DataFrame([{k: v if isinstance(v, int) else v.item() for k, v in r.items()} for r in rows])
 
 
 def _take(tree, idx):
@@ -184,17 +186,35 @@ def teacher_clusters(hidden: list, cfg) -> dict:
     out = {}
     for level in ("word", "phrase"):
         t_idx = next(t for t, _, lev in LAYER_PAIRS if lev == level)
-        states = hidden[t_idx][:, :n_t].numpy().astype(np.float64)
-        out[level] = np.stack([cluster_tokens(s, centres, cfg.lam_sp, cfg.eps_percentile, cfg.min_samples)
-                               for s in states])
+        states = hidden[t_idx][:, :n_t].cpu().numpy().astype(np.float64)
+        out[level] = cluster_tokens(states, centres, cfg.lam_sp, cfg.eps_percentile, cfg.min_samples)
     return out
 
 
+def _pad_stack(tensors: list, dim: int, fill=0, shape=None) -> torch.Tensor:
+    """Stack ``tensors`` on a new dimension ``dim`` after padding each with ``fill`` at the end of
+    every dimension to ``shape`` (default: the largest size of each dimension)."""
+    shape = shape or [max(sizes) for sizes in zip(*(t.shape for t in tensors))]
+    padded = []
+    for t in tensors:
+        out = t.new_full(shape, fill)
+        out[tuple(slice(0, n) for n in t.shape)] = t
+        padded.append(out)
+    return torch.stack(padded, dim)
+
+
 def _text_target(h: torch.Tensor, spans, level: str) -> dict:
-    members = torch.from_numpy(group_members(spans, h.shape[1], level)).expand(h.shape[0], -1).contiguous()
-    n_groups = int(members.max()) + 1
-    omega, g, valid = group_weights(h, members, n_groups)
+    """The teacher's text states h (n, M, d), omega^T and group vectors (step 4) and the groups."""
+    members = torch.as_tensor(group_members(spans, h.shape[1], level), device=h.device).expand(h.shape[0], -1)
+    omega, g, valid = group_weights(h, members, int(members.max()) + 1)
     return {"h": h, "omega": omega, "g": g, "valid": valid, "members": members}
+
+
+def make_projectors(cfg, seed: int) -> torch.nn.ModuleList:
+    """Step 5's linear projectors d_S -> d_T, one per layer pair, drawn on the CPU from ``seed``."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return torch.nn.ModuleList(torch.nn.Linear(cfg.student_d, cfg.teacher_d) for _ in LAYER_PAIRS)
 
 
 def teacher_targets(teacher: Embedder, data: dict, cfg, seed: int) -> dict:
@@ -202,15 +222,17 @@ def teacher_targets(teacher: Embedder, data: dict, cfg, seed: int) -> dict:
     cache is exact): final embeddings e_q, e_a; the clusters; per layer pair the teacher's text
     states, omega^T and group vectors of question and answer (step 4), cluster vectors, the mapped
     student clusters (step 3), X^T and Pi (step 6; the code looks the attention up with the
-    hidden-state index, so pair (0, 0) uses the first layer's map and the last pair has none);
-    and fresh linear projectors d_S -> d_T, one per pair, drawn from ``seed``."""
+    hidden-state index, so pair (0, 0) uses the first layer's map and the last pair has none),
+    stacked over the pairs in the layout :func:`hierd_loss` reads; and fresh linear projectors
+    (:func:`make_projectors` from ``seed``). On the teacher's device."""
     n_t = teacher.n_patches
+    where = next(teacher.parameters()).device
     out_q, out_a = _forward_all(teacher, data)
     clusters = teacher_clusters(out_q["hidden"], cfg)
-    pairs = []
+    texts, vision, crosses = [], [], []
     for t_idx, _, level in LAYER_PAIRS:
         hq, ha = out_q["hidden"][t_idx], out_a["hidden"][t_idx]
-        lab = torch.from_numpy(clusters[level])
+        lab = torch.as_tensor(clusters[level], device=where)
         n_k = int(lab.max()) + 1
         _, g_vis, valid_vis = group_weights(hq[:, :n_t], lab, n_k)
         q = _text_target(hq[:, n_t:n_t + task.QUESTION_LEN], task.QUESTION_PHRASES, level)
@@ -218,27 +240,53 @@ def teacher_targets(teacher: Embedder, data: dict, cfg, seed: int) -> dict:
         pi = None
         if t_idx < len(out_q["attn"]):
             att = out_q["attn"][t_idx][:, n_t:n_t + task.QUESTION_LEN, :n_t]
-            text_onehot = (q["members"][:, :, None] == torch.arange(q["g"].shape[1])).float()
-            vis_onehot = (lab[:, :, None] == torch.arange(n_k)).float()
+            text_onehot = (q["members"][:, :, None] == torch.arange(q["g"].shape[1], device=where)).float()
+            vis_onehot = (lab[:, :, None] == torch.arange(n_k, device=where)).float()
             pi = cross_pi(att, text_onehot, vis_onehot)
-        student = map_clusters(clusters[level], cfg.teacher_patch, cfg.student_patch)
-        pairs.append({"q": q, "a": a, "g_vis": g_vis, "valid_vis": valid_vis, "x": _cos_matrix(q["g"], g_vis),
-                      "pi": pi, "student_clusters": torch.from_numpy(student)})
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        projectors = torch.nn.ModuleList(torch.nn.Linear(cfg.student_d, cfg.teacher_d) for _ in LAYER_PAIRS)
+        x = _cos_matrix(q["g"], g_vis)
+        student = torch.as_tensor(map_clusters(clusters[level], cfg.teacher_patch, cfg.student_patch), device=where)
+        texts.append((q, a))
+        vision.append({"g": g_vis, "valid": valid_vis, "members": student})
+        crosses.append((x, torch.zeros_like(x) if pi is None else pi))
+    text = {k: _pad_stack([_pad_stack([q[k], a[k]], 1, -1 if k == "members" else 0) for q, a in texts], 2,
+                          -1 if k == "members" else 0) for k in texts[0][0]}
+    n_groups, n_k = text["g"].shape[-2], max(v["g"].shape[1] for v in vision)
+    pairs = {"text": text, "vision": {k: _pad_stack([v[k] for v in vision], 1) for k in vision[0]},
+             "x": _pad_stack([x for x, _ in crosses], 1, shape=[len(data["answer_id"]), n_groups, n_k]),
+             "pi": _pad_stack([pi for _, pi in crosses], 1, shape=[len(data["answer_id"]), n_groups, n_k]),
+             "has_pi": tuple(t < len(out_q["attn"]) for t, _, _ in LAYER_PAIRS), "answer_len": task.ANSWER_LEN}
     return {"e_q": out_q["embedding"], "e_a": out_a["embedding"], "clusters": clusters, "pairs": pairs,
-            "projectors": projectors}
+            "projectors": make_projectors(cfg, seed).to(where)}
+
+
+def adjusted_rand(truth: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """The adjusted Rand index of each row of two label arrays (n, N) (every value a label, -1
+    included), from the pair confusion counts as scikit-learn computes it (1 on full agreement)."""
+    def onehot(x):
+        values = np.unique(x)
+        return (x[..., None] == values).astype(np.int64)
+
+    n = truth.shape[1]
+    table = np.einsum("nia,nib->nab", onehot(truth), onehot(labels))  # contingency per image
+    squares = (table ** 2).sum((1, 2))
+    rows, cols = table.sum(2), table.sum(1)
+    tp = squares - n
+    fp = (table * cols[:, None, :]).sum((1, 2)) - squares
+    fn = (table * rows[:, :, None]).sum((1, 2)) - squares
+    tn = n * n - fp - fn - squares
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ari = 2.0 * (tp * tn - fn * fp) / ((tp + fn) * (fn + tn) + (tp + fp) * (fp + tn))
+    return np.where((fn == 0) & (fp == 0), 1.0, ari)
 
 
 def cluster_quality(clusters: dict, masks: torch.Tensor, cfg) -> dict:
     """Adjusted Rand index of each image's teacher clusters (noise as one label) against the
     ground-truth object label of each teacher patch (background as one label), mean over images,
     for the fine and coarse clusters; and the mean number of clusters."""
-    truth = task.patch_labels(masks.numpy(), cfg.teacher_patch)
+    truth = task.patch_labels(masks.cpu().numpy(), cfg.teacher_patch)
     out = {}
     for level, labels in clusters.items():
-        out[f"ari_{level}"] = float(np.mean([adjusted_rand_score(t, c) for t, c in zip(truth, labels)]))
+        out[f"ari_{level}"] = float(np.mean(adjusted_rand(truth, labels)))
         out[f"clusters_{level}"] = float(np.mean([len(set(c[c >= 0])) for c in labels]))
     return out
 
@@ -251,27 +299,28 @@ def evaluate(model: Embedder, data: dict) -> dict:
     """Retrieval on ``data``'s queries against the 16 answer phrases: P@1 and in-scene accuracy
     (:func:`task.retrieval_metrics`)."""
     with torch.no_grad():
-        cand = model(None, torch.from_numpy(task.answer_phrases()))["embedding"]
+        cand = model(None, torch.as_tensor(task.answer_phrases(), device=data["answers"].device))["embedding"]
         q, _ = _forward_all(model, {**data, "answers": data["answers"][:1].expand(len(data["answer_id"]), -1)})
-        scores = (q["embedding"] @ cand.T).numpy()
-    return task.retrieval_metrics(scores, data["answer_id"].numpy(), data["object_ids"].numpy())
+        scores = (q["embedding"] @ cand.T).cpu().numpy()
+    return task.retrieval_metrics(scores, data["answer_id"].cpu().numpy(), data["object_ids"].cpu().numpy())
 
 
 def structure_gap(student: Embedder, test_targets: dict) -> float:
     """Structural fidelity: the mean over test queries of the mean squared difference between the
     student's and the teacher's phrase x coarse-cluster similarity matrices X (step 6's X) at the
     last layer pair, over the pairs of non-empty groups."""
-    t_idx, s_idx, _ = LAYER_PAIRS[-1]
-    tp = test_targets["pairs"][-1]
+    _, s_idx, _ = LAYER_PAIRS[-1]
+    text, vision = test_targets["pairs"]["text"], test_targets["pairs"]["vision"]  # the question's, last pair
+    members, valid_text = text["members"][:, 0, -1], text["valid"][:, 0, -1]
     with torch.no_grad():
         out_q, _ = _forward_all(student, test_targets["data"])
         h = out_q["hidden"][s_idx]
         n_s = student.n_patches
-        _, g_text, _ = group_weights(h[:, n_s:n_s + task.QUESTION_LEN], tp["q"]["members"], tp["q"]["g"].shape[1])
-        _, g_vis, valid = group_weights(h[:, :n_s], tp["student_clusters"], tp["g_vis"].shape[1])
-        both = (valid & tp["valid_vis"])[:, None, :] & tp["q"]["valid"][:, :, None]
-        sq = (_cos_matrix(g_text, g_vis) - tp["x"]).pow(2) * both
-        return float((sq.sum((1, 2)) / both.sum((1, 2)).clamp_min(1)).mean())
+        _, g_text, _ = group_weights(h[:, n_s:n_s + members.shape[1]], members, text["g"].shape[-2])
+        _, g_vis, valid = group_weights(h[:, :n_s], vision["members"][:, -1], vision["g"].shape[-2])
+        both = (valid & vision["valid"][:, -1])[:, None, :] & valid_text[:, :, None]
+        sq = (_cos_matrix(g_text, g_vis) - test_targets["pairs"]["x"][:, -1]).pow(2) * both
+        return (sq.sum((1, 2)) / both.sum((1, 2)).clamp_min(1)).mean().item()
 
 
 def detach_gradient_gap(student: Embedder, data: dict, targets: dict, n: int = 64) -> float:
@@ -279,7 +328,7 @@ def detach_gradient_gap(student: Embedder, data: dict, targets: dict, n: int = 6
     parameters, between the gradient of HieRD's loss with detached group vectors and that of the
     same loss without L^rel and L_cross, on the first ``n`` training examples. Zero when the
     detached structural terms pass no gradient."""
-    idx = torch.arange(n)
+    idx = torch.arange(n, device=data["answer_id"].device)
     grads = []
     for weights in (HieRDWeights(detach_groups=True), HieRDWeights(relational=False)):
         model, proj = copy.deepcopy(student), copy.deepcopy(targets["projectors"])
@@ -288,8 +337,8 @@ def detach_gradient_gap(student: Embedder, data: dict, targets: dict, n: int = 6
         loss = hierd_loss(out_q, out_a, _take(targets["pairs"], idx), proj, model.n_patches, weights)["total"]
         params = list(model.parameters()) + list(proj.parameters())
         grads.append(torch.autograd.grad(loss, params, allow_unused=True))
-    return max(float((a - b).abs().max()) if a is not None and b is not None else
-               float((a if a is not None else b).abs().max()) if (a is not None or b is not None) else 0.0
+    return max((a - b).abs().max().item() if a is not None and b is not None else
+               (a if a is not None else b).abs().max().item() if (a is not None or b is not None) else 0.0
                for a, b in zip(*grads))
 
 
@@ -299,7 +348,7 @@ def detach_gradient_gap(student: Embedder, data: dict, targets: dict, n: int = 6
 
 def make_embedder(cfg, role: str, seed: int) -> Embedder:
     """The teacher or student embedder of ``cfg`` (``role`` "teacher" or "student") on the task's
-    vocabulary, its weights drawn from ``seed``."""
+    vocabulary, its weights drawn from ``seed`` (on the CPU; the experiment moves it)."""
     size = {k: getattr(cfg, f"{role}_{k}") for k in ("patch", "d", "layers", "heads")}
     return Embedder(size["patch"], size["d"], size["layers"], size["heads"], vocab_size=len(task.VOCAB),
                     eos_id=task.TOKEN["<eos>"], seed=seed)
@@ -312,10 +361,10 @@ def _student(cfg, seed: int) -> Embedder:
 def run_teacher(cfg, data: dict) -> dict:
     """Train the teacher (contrastive, ``cfg.teacher_epochs``), evaluate it, precompute its targets on
     the train and test sets and the clusters' quality. One teacher for all seeds, as the paper
-    distils one pretrained teacher."""
+    distils one pretrained teacher. On the profile's model device."""
     seed_everything(cfg.teacher_seed)
     start = time.perf_counter()
-    teacher = make_embedder(cfg, "teacher", cfg.teacher_seed)
+    teacher = make_embedder(cfg, "teacher", cfg.teacher_seed).to(model_device(cfg.profile))
     curve = train_embedder(teacher, data["train"], cfg.teacher_epochs, cfg.teacher_lr, cfg, cfg.teacher_seed)
     teacher.eval()
     trained = time.perf_counter()
@@ -335,18 +384,16 @@ def run_teacher(cfg, data: dict) -> dict:
 def run_seed(cfg, seed: int, data: dict, teacher: dict, progress=None) -> dict:
     """Every student method of ``cfg.methods`` from the same initial weights (drawn from ``seed``),
     the same batch order and the same number of steps; their test metrics, structural gap and curves,
-    and the detached-gradient check on the initial student."""
+    and the detached-gradient check on the initial student. The students and their projectors are
+    drawn on the CPU and moved to the profile's model device."""
     rows, curves = [], []
-    initial = _student(cfg, seed)
+    where = model_device(cfg.profile)
+    initial = _student(cfg, seed).to(where)
     for method in cfg.methods:
         seed_everything(seed)
         start = time.perf_counter()
         model = copy.deepcopy(initial)
-        targets = {**teacher["targets"], "projectors": copy.deepcopy(teacher["targets"]["projectors"])}
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            for p in targets["projectors"]:
-                p.reset_parameters()
+        targets = {**teacher["targets"], "projectors": make_projectors(cfg, seed).to(where)}
         curve = train_embedder(model, data["train"], cfg.student_epochs, cfg.student_lr, cfg, seed, METHODS[method],
                                targets)
         model.eval()

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from scipy.sparse.csgraph import connected_components
 from torch import nn
 from torch.nn import functional as F
 
@@ -53,7 +52,7 @@ class _Block(nn.Module):
         b, t, d = x.shape
         q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, self.n_head, d // self.n_head).permute(2, 0, 3, 1, 4)
         scores = q @ k.transpose(-1, -2) / math.sqrt(d // self.n_head)
-        causal = torch.ones(t, t, dtype=torch.bool).triu(1)
+        causal = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
         attn = scores.masked_fill(causal, float("-inf")).softmax(-1)
         x = x + self.proj((attn @ v).transpose(1, 2).reshape(b, t, d))
         return x + self.mlp(self.ln2(x)), attn.mean(1)
@@ -90,7 +89,7 @@ class Embedder(nn.Module):
         return images.reshape(b, 3, g, p, g, p).permute(0, 2, 4, 1, 3, 5).reshape(b, g * g, 3 * p * p)
 
     def forward(self, images: torch.Tensor | None, text: torch.Tensor) -> dict:
-        eos = torch.full((text.shape[0], 1), self.eos_id, dtype=text.dtype)
+        eos = torch.full((text.shape[0], 1), self.eos_id, dtype=text.dtype, device=text.device)
         text = torch.cat([text, eos], 1)
         x = self.token_embed(text) + self.text_pos[: text.shape[1]]
         if images is not None:
@@ -122,7 +121,7 @@ def info_nce(queries: torch.Tensor, targets: torch.Tensor, tau: float, positive:
     answers repeat inside a batch)."""
     logits = queries @ targets.T / tau
     if positive is None:
-        return F.cross_entropy(logits, torch.arange(len(queries)))
+        return F.cross_entropy(logits, torch.arange(len(queries), device=logits.device))
     soft = positive.float() / positive.float().sum(1, keepdim=True)
     return -(soft * logits.log_softmax(1)).sum(1).mean()
 
@@ -133,7 +132,7 @@ def rkd_loss(student: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
     the angle term (cosine of the angle at j of every distinct triplet (i, j, k), Huber), averaged:
     (L_D + L_A) / 2."""
     n = len(student)
-    pairs = 1.0 - torch.eye(n)  # masks as weights: boolean indexing is slow on the CPU
+    pairs = 1.0 - torch.eye(n, device=student.device)  # masks as weights: boolean indexing is slow on the CPU
     distinct = pairs[:, :, None] * pairs[:, None, :] * pairs[None, :, :]
 
     def distances(e):
@@ -172,44 +171,51 @@ def group_members(spans, length: int, level: str) -> np.ndarray:
 def cluster_distance(states: np.ndarray, centres: np.ndarray, lam_sp: float) -> np.ndarray:
     """Step 3's distance between vision tokens (N, d) with pixel centres (N, 2):
     D_ij = (1 - cos(v_i, v_j)) + lam_sp |c_i - c_j| / sqrt(W^2 + H^2), symmetrised, clamped at 0,
-    zero diagonal."""
-    v = states / np.maximum(np.linalg.norm(states, axis=1, keepdims=True), 1e-12)
+    zero diagonal. ``states`` may carry leading image dimensions, (..., N, d) -> (..., N, N)."""
+    v = states / np.maximum(np.linalg.norm(states, axis=-1, keepdims=True), 1e-12)
     space = np.linalg.norm(centres[:, None] - centres[None], axis=-1) / math.hypot(IMAGE, IMAGE)
-    d = (1.0 - v @ v.T) + lam_sp * space
-    d = np.maximum(0.5 * (d + d.T), 0.0)
-    np.fill_diagonal(d, 0.0)
-    return d
+    d = (1.0 - v @ np.swapaxes(v, -1, -2)) + lam_sp * space
+    d = np.maximum(0.5 * (d + np.swapaxes(d, -1, -2)), 0.0)
+    return np.where(np.eye(d.shape[-1], dtype=bool), 0.0, d)
 
 
-def dbscan(distance: np.ndarray, eps: float, min_samples: int) -> np.ndarray:
+def dbscan(distance: np.ndarray, eps, min_samples: int) -> np.ndarray:
     """DBSCAN on a precomputed distance matrix (the clustering of step 3): a point with at least
     ``min_samples`` points (itself included) within ``eps`` is a core point; core points within eps
     of each other share a cluster; a non-core point within eps of a core point joins the cluster of
     its nearest core neighbour; the rest are noise (-1). Clusters are numbered by their first token.
-    When every point is noise, all form one cluster (the code's rule)."""
-    near = distance <= eps
-    core = near.sum(1) >= min_samples
-    labels = np.full(len(distance), -1)
-    if not core.any():
-        return np.zeros(len(distance), dtype=int)
-    idx = np.flatnonzero(core)
-    _, comp = connected_components(near[np.ix_(idx, idx)], directed=False)
-    labels[idx] = comp
-    for i in np.flatnonzero(~core):
-        neighbours = idx[near[i, idx]]
-        if neighbours.size:
-            labels[i] = labels[neighbours[np.argmin(distance[i, neighbours])]]
-    _, first = np.unique(np.where(labels >= 0, labels, np.iinfo(int).max), return_index=True)
-    order = {labels[f]: r for r, f in enumerate(sorted(f for f in first if labels[f] >= 0))}
-    return np.array([order.get(lab, -1) for lab in labels])
+    When every point is noise, all form one cluster (the code's rule). Works on one (N, N) matrix or
+    a stack (..., N, N) with one eps per matrix (all images at once)."""
+    distance = np.asarray(distance)
+    n = distance.shape[-1]
+    near = distance <= np.asarray(eps)[..., None, None]
+    core = near.sum(-1) >= min_samples
+    # clusters of core points: the transitive closure of their eps-links (repeated squaring)
+    reach = near & core[..., :, None] & core[..., None, :]
+    for _ in range(max(1, math.ceil(math.log2(n)))):
+        reach = reach | ((reach.astype(np.float32) @ reach.astype(np.float32)) > 0)
+    root = np.where(core, reach.argmax(-1), -1)  # a core point's cluster: its first member
+    # border points: the cluster of the nearest core neighbour within eps (first one on ties)
+    linked = near & core[..., None, :]
+    nearest = np.where(linked, distance, np.inf).argmin(-1)
+    border = np.take_along_axis(root, nearest, -1)
+    root = np.where(core, root, np.where(linked.any(-1), border, -1))
+    # number clusters by their first token; no core point at all: one cluster
+    same = (root[..., :, None] == root[..., None, :]) & (root >= 0)[..., :, None]
+    first = same.argmax(-1)  # each token's first fellow member
+    is_first = (first == np.arange(n)) & (root >= 0)
+    rank = np.cumsum(is_first, -1) - 1
+    labels = np.where(root >= 0, np.take_along_axis(rank, first, -1), -1)
+    return np.where(core.any(-1, keepdims=True), labels, 0)
 
 
 def cluster_tokens(states: np.ndarray, centres: np.ndarray, lam_sp: float, eps_percentile: float,
                    min_samples: int) -> np.ndarray:
-    """Step 3 for one image: :func:`cluster_distance`, eps = the ``eps_percentile``-th percentile of
-    the off-diagonal distances (the code: 3rd), then :func:`dbscan`. Returns labels (N,)."""
+    """Step 3 for one image (states (N, d)) or a stack of them ((n, N, d)): :func:`cluster_distance`,
+    eps = the ``eps_percentile``-th percentile of each image's off-diagonal distances (the code:
+    3rd), then :func:`dbscan`. Returns labels (N,) or (n, N)."""
     d = cluster_distance(states, centres, lam_sp)
-    eps = np.percentile(d[~np.eye(len(d), dtype=bool)], eps_percentile)
+    eps = np.percentile(d[..., ~np.eye(d.shape[-1], dtype=bool)], eps_percentile, axis=-1)
     return dbscan(d, eps, min_samples)
 
 
@@ -236,27 +242,31 @@ def map_clusters(teacher_labels: np.ndarray, teacher_patch: int, student_patch: 
 # --------------------------------------------------------------------------------------------
 
 def group_weights(h: torch.Tensor, members: torch.Tensor, n_groups: int, detach: bool = False):
-    """Step 4 for a batch: h (B, N, d) token states, members (B, N) group labels (-1: in no group).
+    """Step 4 for a batch: h (B, N, d) token states, members (B, N) group labels (-1: in no group);
+    any leading dimensions beyond the batch (layer pairs, kinds of text) are carried along.
     On detached states, z_i = h_i / (std(h_i) + 1e-6), s_ij = z_i.z_j / sqrt(d), a_ij = softmax_j
     s_ij over the j != i of i's group, omega_j = sum_i a_ij (attention received), 1 in singleton
     groups, renormalised to sum 1 in each group. Returns omega (B, N) (0 outside groups), the group
     vectors g_G = sum_{i in G} omega_i h_i (B, n_groups, d) (from detached h when ``detach``, the
     public code's behaviour) and which groups are non-empty (B, n_groups)."""
     hd = h.detach()
-    z = hd / (hd.std(-1, keepdim=True) + 1e-6)
-    s = z @ z.transpose(1, 2) / math.sqrt(h.shape[-1])
+    centred = hd - hd.mean(-1, keepdim=True)
+    std = (centred.pow(2).sum(-1, keepdim=True) / (h.shape[-1] - 1)).sqrt()  # torch.std, many times faster here
+    z = hd / (std + 1e-6)
+    s = z @ z.transpose(-1, -2) / math.sqrt(h.shape[-1])
     inside = members >= 0
-    same = (members[:, :, None] == members[:, None, :]) & inside[:, :, None]
-    same &= ~torch.eye(h.shape[1], dtype=torch.bool)
+    same = (members[..., :, None] == members[..., None, :]) & inside[..., :, None]
+    same &= ~torch.eye(h.shape[-2], dtype=torch.bool, device=h.device)
     a = torch.nan_to_num(s.masked_fill(~same, float("-inf")).softmax(-1))
-    omega = a.sum(1)
-    onehot = (members[:, :, None] == torch.arange(n_groups)).to(h.dtype)  # (B, N, G)
-    size = onehot.sum(1)  # (B, G)
-    singleton = (onehot @ size[:, :, None]).squeeze(-1) == 1
+    omega = a.sum(-2)
+    onehot = (members[..., None] == torch.arange(n_groups, device=h.device)).to(h.dtype)  # (B, N, G)
+    size = onehot.sum(-2)  # (B, G)
+    group = members.clamp_min(0)  # tokens in no group are masked below
+    singleton = torch.gather(size, -1, group) == 1
     omega = torch.where(singleton, torch.ones_like(omega), omega) * inside
-    total = (onehot @ (onehot.transpose(1, 2) @ omega[:, :, None])).squeeze(-1)
+    total = torch.gather((onehot.transpose(-1, -2) @ omega[..., None]).squeeze(-1), -1, group)
     omega = torch.where(inside, omega / total.clamp_min(1e-12), torch.zeros_like(omega))
-    g = (onehot * omega[:, :, None]).transpose(1, 2) @ (hd if detach else h)
+    g = (onehot * omega[..., None]).transpose(-1, -2) @ (hd if detach else h)
     return omega, g, size > 0
 
 
@@ -271,25 +281,27 @@ def _cos_matrix(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 def relational_loss(g_student: torch.Tensor, g_teacher: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
     """Step 5's L^rel: mean over pairs a != b of valid groups of (cos(g^S_a, g^S_b) - cos(g^T_a,
     g^T_b))^2 (uniform pair weights, as Omega_a = 1), per sample, then the mean over the samples
-    with at least one pair (0 when none has)."""
-    pair = (valid[:, :, None] & valid[:, None, :] & ~torch.eye(valid.shape[1], dtype=torch.bool)).to(g_student.dtype)
+    (the first dimension) with at least one pair (0 when none has); one value per entry of any
+    further leading dimensions (layer pairs)."""
+    eye = torch.eye(valid.shape[-1], dtype=torch.bool, device=valid.device)
+    pair = (valid[..., :, None] & valid[..., None, :] & ~eye).to(g_student.dtype)
     sq = (_cos_matrix(g_student, g_student) - _cos_matrix(g_teacher, g_teacher)).pow(2) * pair
-    n = pair.sum((1, 2))
-    return _mean_where(sq.sum((1, 2)) / n.clamp_min(1), n > 0)
+    n = pair.sum((-2, -1))
+    return _mean_where(sq.sum((-2, -1)) / n.clamp_min(1), n > 0)
 
 
 def _mean_where(per_sample: torch.Tensor, has: torch.Tensor) -> torch.Tensor:
-    """The mean of ``per_sample`` over the samples where ``has`` (0 when none)."""
+    """The mean of ``per_sample`` over the samples (first dimension) where ``has`` (0 when none)."""
     has = has.to(per_sample.dtype)
-    return (per_sample * has).sum() / has.sum().clamp_min(1)
+    return (per_sample * has).sum(0) / has.sum(0).clamp_min(1)
 
 
 def token_loss(projected: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
     """Step 5's L^tok: sum_i w_i (1 - cos(P h^S_i, target_i)) / sum_i w_i per sample (text: target
     h^T_i, weights omega^T; vision: target g^T of the token's cluster, weights omega^S), mean over
-    samples with positive weight."""
-    per = (weights * (1.0 - F.cosine_similarity(projected, targets, dim=-1, eps=1e-8))).sum(1)
-    total = weights.sum(1)
+    samples (first dimension) with positive weight."""
+    per = (weights * (1.0 - F.cosine_similarity(projected, targets, dim=-1, eps=1e-8))).sum(-1)
+    total = weights.sum(-1)
     return _mean_where(per / total.clamp_min(1e-12), total > 0)
 
 
@@ -297,14 +309,14 @@ def cross_pi(attention: torch.Tensor, text_onehot: torch.Tensor, vision_onehot: 
     """Step 6's pair weights: Pi = B^T A C, normalised to sum 1 per sample, from the teacher's
     head-averaged attention A (B, M, N) of text rows on vision columns and the memberships
     B (B, M, G), C (B, N, K). Zero where a sample's Pi sums to 0."""
-    pi = text_onehot.transpose(1, 2) @ attention @ vision_onehot
-    return pi / pi.sum((1, 2), keepdim=True).clamp_min(1e-12)
+    pi = text_onehot.transpose(-1, -2) @ attention @ vision_onehot
+    return pi / pi.sum((-2, -1), keepdim=True).clamp_min(1e-12)
 
 
 def cross_loss(pi: torch.Tensor, x_student: torch.Tensor, x_teacher: torch.Tensor) -> torch.Tensor:
     """Step 6: L_cross = sum_{a,k} Pi_ak (X^S_ak - X^T_ak)^2, X = cos(g^text_a, g^vis_k) of each
-    model, mean over samples."""
-    return (pi * (x_student - x_teacher).pow(2)).sum((1, 2)).mean()
+    model, mean over samples (the first dimension)."""
+    return (pi * (x_student - x_teacher).pow(2)).sum((-2, -1)).mean(0)
 
 
 # --------------------------------------------------------------------------------------------
@@ -329,46 +341,53 @@ class HieRDWeights:
     detach_groups: bool = False
 
 
-def _text_terms(h_s, proj, tgt, weights, detach):
-    """L_text of one layer pair for one kind of input: h_s (B, M, d_S) student text states; tgt the
-    teacher's text states, omega^T, group vectors and memberships (precomputed)."""
-    _, g_s, valid = group_weights(h_s, tgt["members"], tgt["g"].shape[1], detach)
-    loss = weights.tok * token_loss(proj(h_s), tgt["h"], tgt["omega"])
-    if weights.relational:
-        loss = loss + relational_loss(g_s, tgt["g"], valid & tgt["valid"])
-    return loss, g_s
+def _project(projectors: nn.ModuleList, h: torch.Tensor) -> torch.Tensor:
+    """Step 5's projectors P_l applied at once: h (..., P, N, d_S), layer pair p through projector
+    p -> (..., P, N, d_T)."""
+    weight = torch.stack([p.weight for p in projectors])  # (P, d_T, d_S)
+    bias = torch.stack([p.bias for p in projectors])[:, None]  # (P, 1, d_T)
+    x = h.movedim(-3, 0)  # one matrix product per pair (a broadcast product is many times slower)
+    out = x.reshape(len(projectors), -1, x.shape[-1]) @ weight.transpose(-1, -2) + bias
+    return out.reshape(*x.shape[:-1], weight.shape[1]).movedim(0, -3)
 
 
 def hierd_loss(out_q: dict, out_a: dict, teacher: dict, projectors: nn.ModuleList, n_patches: int,
                weights: HieRDWeights) -> dict:
     """Step 8's structural part for a batch, L_kd = lambda_kd (L_text + L_vis) / 2 + lambda_x L_cross,
     from the student's outputs on queries (``out_q``) and answers (``out_a``) and the teacher's
-    precomputed targets per layer pair (``teacher[p]``: text states, omega^T, group vectors of the
-    query text, the answer text and the clusters; the student tokens' mapped clusters; X^T and Pi, Pi
-    None where the code finds no attention). L_text averages queries and answers; each term is the
-    mean over the layer pairs (L_cross over those with Pi). The contrastive and RKD terms are added
-    by the caller. Returns the total and each term."""
-    texts, visions, crosses = [], [], []
-    for p, (_, s_idx, _) in enumerate(LAYER_PAIRS):
-        tp, proj = teacher[p], projectors[p]
-        hq, ha = out_q["hidden"][s_idx], out_a["hidden"][s_idx]
-        lq, g_text = _text_terms(hq[:, n_patches:n_patches + tp["q"]["h"].shape[1]], proj, tp["q"], weights,
-                                 weights.detach_groups)
-        la, _ = _text_terms(ha[:, :tp["a"]["h"].shape[1]], proj, tp["a"], weights, weights.detach_groups)
-        texts.append(0.5 * (lq + la))
-        h_vis = hq[:, :n_patches]
-        members = tp["student_clusters"]
-        omega_s, g_vis, valid_s = group_weights(h_vis, members, tp["g_vis"].shape[1], weights.detach_groups)
-        cluster_target = torch.gather(tp["g_vis"], 1, members.clamp_min(0)[:, :, None].expand(-1, -1, tp["g_vis"].shape[2]))
-        lv = weights.tok * token_loss(proj(h_vis), cluster_target, omega_s)
-        if weights.relational:
-            lv = lv + relational_loss(g_vis, tp["g_vis"], valid_s & tp["valid_vis"])
-        visions.append(lv)
-        if weights.relational and tp["pi"] is not None:
-            pi = tp["pi"] * valid_s[:, None, :]
-            pi = pi / pi.sum((1, 2), keepdim=True).clamp_min(1e-12)
-            crosses.append(cross_loss(pi, _cos_matrix(g_text, g_vis), tp["x"]))
-    l_text, l_vis = torch.stack(texts).mean(), torch.stack(visions).mean()
-    l_cross = torch.stack(crosses).mean() if crosses else l_text * 0.0
+    precomputed targets (``teacher``: for every layer pair, stacked on dimension 1 and padded to a
+    common number of groups, ``text``: the teacher's text states, omega^T, group vectors and
+    memberships of the question and the answer (two kinds of text on dimension 1, the answer padded
+    to the question's length); ``vision``: the cluster vectors and the student tokens' mapped
+    clusters; ``x`` = X^T and ``pi`` = Pi of the question; ``has_pi``: which pairs have an attention
+    map, as the code finds none for the last; ``answer_len``). Per layer pair: L_text is the mean
+    of the question's and the answer's L^rel + 0.1 L^tok (step 5), L_vis the clusters' (step 5),
+    L_cross step 6; each term is then the mean over the layer pairs (L_cross over those with Pi).
+    All layer pairs and both texts go through one batched pass. The contrastive and RKD terms are
+    added by the caller. Returns the total and each term."""
+    s_idx = [s for _, s, _ in LAYER_PAIRS]
+    hq = torch.stack([out_q["hidden"][i] for i in s_idx], 1)  # (B, P, L_q, d_S)
+    ha = torch.stack([out_a["hidden"][i] for i in s_idx], 1)
+    text, vis = teacher["text"], teacher["vision"]
+    m = text["h"].shape[-2]
+    answer = ha[:, :, :teacher["answer_len"]]
+    h_text = torch.stack([hq[:, :, n_patches:n_patches + m], F.pad(answer, (0, 0, 0, m - answer.shape[2]))], 1)
+    _, g_text, valid_text = group_weights(h_text, text["members"], text["g"].shape[-2], weights.detach_groups)
+    l_text = weights.tok * token_loss(_project(projectors, h_text), text["h"], text["omega"])  # (2, P)
+    h_vis, members = hq[:, :, :n_patches], vis["members"]
+    n_k, d_t = vis["g"].shape[-2:]
+    omega_s, g_vis, valid_s = group_weights(h_vis, members, n_k, weights.detach_groups)
+    cluster_target = torch.gather(vis["g"], 2, members.clamp_min(0)[..., None].expand(-1, -1, -1, d_t))
+    l_vis = weights.tok * token_loss(_project(projectors, h_vis), cluster_target, omega_s)  # (P,)
+    l_cross = torch.zeros((), dtype=hq.dtype, device=hq.device)
+    if weights.relational:
+        l_text = l_text + relational_loss(g_text, text["g"], valid_text & text["valid"])
+        l_vis = l_vis + relational_loss(g_vis, vis["g"], valid_s & vis["valid"])
+        pi = teacher["pi"] * valid_s[..., None, :]
+        pi = pi / pi.sum((-2, -1), keepdim=True).clamp_min(1e-12)
+        cross = cross_loss(pi, _cos_matrix(g_text[:, 0], g_vis), teacher["x"])  # (P,)
+        has_pi = torch.tensor(teacher["has_pi"], dtype=cross.dtype, device=cross.device)
+        l_cross = (cross * has_pi).sum() / has_pi.sum().clamp_min(1)
+    l_text, l_vis = l_text.mean(0).mean(), l_vis.mean()
     total = weights.kd * 0.5 * (l_text + l_vis) + weights.cross * l_cross
     return {"total": total, "text": l_text.detach(), "vis": l_vis.detach(), "cross": l_cross.detach()}
