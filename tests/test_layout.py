@@ -7,7 +7,8 @@ import pytest
 
 from replib.core.paths import chapter_slugs
 
-PAPERS = Path(__file__).resolve().parents[1] / "lib" / "replib" / "papers"
+ROOT = Path(__file__).resolve().parents[1]
+PAPERS = ROOT / "lib" / "replib" / "papers"
 REQUIRED = ("__init__.py", "method.py", "task.py", "experiment.py", "exercises.py")
 OPTIONAL = ("baselines.py", "theory.py")
 # module -> the sibling modules it may not import
@@ -96,3 +97,17 @@ def test_graders_do_not_print_the_answer(slug):
         assert doc, f"{slug}.{grader.__name__}: say what it checks"
         marks = [m for m in FORMULA_MARKS if m in doc]
         assert not marks, f"{slug}.{grader.__name__}'s docstring shows a formula ({marks}): say what it checks instead"
+
+
+def test_the_docs_name_exactly_the_chapters_that_use_a_gpu():
+    """book/how_to_run.md's "On a GPU" section lists the chapters whose package calls
+    core.model_device (their models go to the GPU at the paper profile), no more and no fewer."""
+    import re
+
+    docs = (ROOT / "book" / "how_to_run.md").read_text(encoding="utf-8")
+    section = docs.split("## On a GPU", 1)[1].split("\n## ", 1)[0]
+    listed = set(re.findall(r"`([a-z0-9_]+)`", section)) & set(chapter_slugs())
+    using = {slug for slug in chapter_slugs()
+             if any("model_device(" in p.read_text(encoding="utf-8") for p in (PAPERS / slug).glob("*.py"))}
+    assert listed == using, f"docs list but code does not use: {sorted(listed - using)}; " \
+                            f"code uses but docs do not list: {sorted(using - listed)}"
