@@ -344,8 +344,8 @@ ladder.round(3)
 #
 # The hot third of the candidates brings most of the entropy and passes least often, as in Table 9.
 # Two things follow. Fine-tuning on the accepted set moves the model toward what passed, so the
-# error rate, and with it the pass rate at every temperature, should fall from one iteration to the
-# next (the paper's Fig. 6: 23% to 62%). But for a model that has only heard flat synthetic voices,
+# error rate should fall from one iteration to the next and the pass rate at every temperature rise
+# (the paper's Fig. 6: 23% to 62%). But for a model that has only heard flat synthetic voices,
 # the extra pitch entropy is the sampler's noise around that flat voice: nothing in the loop knows
 # what real prosody sounds like. The experiment therefore also compares the pitch of TDSC's output
 # with held-out real speech of the language, which no model sees.

@@ -47,6 +47,7 @@ profile = None  # "smoke", "book" or "paper"; None reads $REPLIB_PROFILE, else "
 import numpy as np
 import pandas as pd
 import torch
+from IPython.display import Audio
 
 from replib import core
 from replib.papers.tts_erosion import exercises, experiment, method, task
@@ -248,8 +249,9 @@ print(f"DGSA loss {losses[0]:.4f} -> {losses[-1]:.4f} in {n_align_steps} steps; 
 #
 # TDSC starts from an SFT model trained on synthetic speech only. In the toy that is a second
 # language ("Lao": its own text chain over all 16 phonemes) whose only speech comes from the three
-# flat systems speaking it through a **cross-lingual mapping**: phonemes 14 and 15, which the systems'
-# language lacks, come out as 12 and 13 half the time, and 5% of the other phonemes are swapped;
+# flat systems speaking it through a **cross-lingual mapping**: phonemes 14 and 15, which the
+# systems' front end for the second language lacks (they speak every phoneme of the first language),
+# come out as 12 and 13 half the time, and 5% of the other phonemes are swapped;
 # utterances with PER $\ge 0.5$ are dropped, as the paper filters its Lao data (App. F.3). So the
 # synthetic-only model inherits systematic phonetic errors that a judge who knows the language can
 # catch.
@@ -265,8 +267,10 @@ print(f"synthetic L2 corpus: mean PER {l2_per.mean():.3f}, {np.mean(l2_per > 0):
 # %% [markdown]
 # **Step 1, temperature-diverse sampling.** At iteration $k$, $N=12$ candidates per text, four at each
 # of $T\in\{0.7, 1.0, T^{(k)}_{max}\}$, each from $\pi^{(T)}(y_t\mid\cdot)\propto\pi_\theta(y_t\mid\cdot)^{1/T}$
-# (the shared sampler divides the logits by $T$). The curriculum: $T^{(k)}_{max}=0.8+0.1k$ for $K=5$
-# (App. D.2), compressed to run from 0.9 to 1.3 in fewer iterations.
+# (the shared sampler divides the logits by $T$). We sample ancestrally from the whole tempered
+# distribution; the paper also truncates it to the nucleus $p=0.9$, which we leave out (a deviation,
+# ours). The curriculum: $T^{(k)}_{max}=0.8+0.1k$ for $K=5$ (App. D.2), compressed to run from 0.9 to
+# 1.3 in fewer iterations.
 
 # %%
 core.show_source(method.temperature_ladder)
@@ -341,6 +345,12 @@ low = freqs < 200
 assert abs(freqs[low][spectrum[low].argmax()] - task.pitch_hz(7)) < 5  # its fundamental is bin 7's f0
 assert len(task.render(real)) == len(real) * 640 and np.abs(task.render(real)).max() <= 1.0
 print(f"f0 of bin 7: {task.pitch_hz(7):.1f} Hz; the rendered tone's lowest peak: {freqs[low][spectrum[low].argmax()]:.1f} Hz")
+
+# %% [markdown]
+# The real utterance of the first section, rendered (a player; the experiment plays model outputs):
+
+# %%
+Audio(task.render(real), rate=task.RATE)
 
 # %% [markdown]
 # ## Exercises

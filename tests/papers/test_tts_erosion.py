@@ -248,6 +248,42 @@ def test_sweep_design():
     assert cfg["alphas"] == [0.0, 0.25, 0.5, 0.8, 1.0]
 
 
+def test_l2_test_set_does_not_depend_on_the_tdsc_settings():
+    from types import SimpleNamespace
+
+    base = dict(world_seed=0, n_l2=6, l2_mapped_share=0.5, l2_substitution=0.05, n_test=5)
+    a = experiment.l2_data(SimpleNamespace(**base, tdsc_iterations=1, tdsc_texts=3), seed=1)
+    b = experiment.l2_data(SimpleNamespace(**base, tdsc_iterations=4, tdsc_texts=9), seed=1)
+    assert len(a["rounds"]) == 1 and len(b["rounds"]) == 4 and len(b["rounds"][0]) == 9
+    assert all((x == y).all() for x, y in zip(a["test_texts"], b["test_texts"]))
+    assert all((x == y).all() for x, y in zip(a["reference"], b["reference"]))
+    assert all((x["speech"] == y["speech"]).all() for x, y in zip(a["synthetic"], b["synthetic"]))
+
+
+def test_temperature_rows_keep_an_equal_t_max_apart():
+    ladder = method.temperature_ladder(2, 5)
+    assert ladder == (0.7, 1.0, 1.0)  # the paper profile's k = 2: T_max equals the fixed 1.0
+    texts = [np.array([1, 2, 3, 4]), np.array([5, 6, 7, 8])]
+    candidates = experiment.sample_candidates(task.make_lm(0), texts, ladder, per_temperature=1, seed=0)
+    assert list(candidates["rung"]) == [0, 0, 1, 1, 2, 2] and list(candidates["temperature"]) == [0.7] * 2 + [1.0] * 4
+    judged = {"wer": np.array([0.0, 0.2, 0.5, 0.1, 0.3, 0.9]),
+              "accepted": np.array([True, True, False, True, True, False])}
+    rows = experiment.temperature_rows(candidates, judged)
+    assert [r["rung"] for r in rows] == [0, 1, 2] and [r["temperature"] for r in rows] == [0.7, 1.0, 1.0]
+    assert [r["pass_rate"] for r in rows] == pytest.approx([1.0, 0.5, 0.5])
+    assert [r["wer"] for r in rows] == pytest.approx([0.1, 0.3, 0.6])
+    assert [r["share_of_g"] for r in rows] == pytest.approx([0.5, 0.25, 0.25])
+
+
+def test_h7_is_read_at_the_second_iteration():
+    rows = pd.DataFrame([{"arm": arm, "iteration": k, "per": per, "hp": 6.0, "js": 0.1, "pass_rate": 0.5}
+                         for arm in ("tdsc", "self_training")
+                         for k, per in enumerate((0.40, 0.36, 0.30, 0.20))])
+    values = experiment.tdsc_claim_values(rows)
+    assert values["h7_tdsc_lowers_per"] == pytest.approx(0.30 / 0.40)  # k = 2, not the last (k = 3)
+    assert values["x4_self_training_per"] == pytest.approx(0.20 / 0.40)
+
+
 def test_claim_values_by_hand():
     from types import SimpleNamespace
 

@@ -36,9 +36,13 @@ tokens; each DPO pair is scored in the context its negative was generated in; th
 in for the pretrained CosyVoice 2. Standard DPO is read as T_expr alone at weight 1. TDSC: the
 judge's Len counts frames against two frames per text phoneme; the winner's ties go to the
 candidate of highest token entropy; TDSC's DPO reference is the model after the iteration's SFT
-step (beta = 0.1); the curriculum is compressed to K = 2 at the book profile (T_max 0.9, 1.3);
-Self-Training samples as many candidates at T = 1 and gets as many gradient steps (SFT only); the
-judge is the oracle decoder (optionally mishearing, ``judge_noise``). Not implemented: rejection
+step (beta = 0.1); the curriculum is compressed to K = 2 at the book profile (T_max 0.9, 1.3;
+the paper's k = 2 samples at T_max = 1.0); Self-Training samples as many candidates at T = 1 and
+gets as many gradient steps (SFT only, all at the SFT learning rate); the judge is the oracle
+decoder (optionally mishearing, ``judge_noise``). Deviations (ours): TDSC's candidates are drawn by
+plain ancestral sampling from the tempered distribution, without the paper's nucleus truncation
+(p = 0.9, step 1); TDSC's SFT step runs at the chapter's SFT learning rate ``sft_lr`` = 3e-3 (the
+paper's Table 11 gives 1e-5, the digest proposes 5e-4). Not implemented: rejection
 sampling, the Table 7 and Table 8 ablations, and every human rating.
 
 Device: at the paper profile the models run on ``core.model_device`` (a GPU when present); smoke
