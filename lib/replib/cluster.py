@@ -133,7 +133,7 @@ def run_on_cluster(plans: dict[str, dict], profile: str, out: str, spec: str, pr
                 done[slug][(stem, seed)] = future.result()
             except Exception as err:
                 where = f"seed {seed}" if seed is not None else stem
-                failed.setdefault(slug, []).append(f"{where}: {err}")
+                failed.setdefault(slug, []).append(((NOTEBOOKS.index(stem), seed or 0), f"{where}: {err}"))
             if progress:
                 progress()
     for slug in plans:
@@ -145,4 +145,5 @@ def run_on_cluster(plans: dict[str, dict], profile: str, out: str, spec: str, pr
                                **merged["runtime_s"]}
         write_json_atomic(out_root / slug / f"{slug}.json", merged)
         results[slug] = merged
-    return results, {slug: "\n  ".join(msgs) for slug, msgs in failed.items()}
+    # in notebook and seed order, not the order the workers happened to finish in
+    return results, {slug: "\n  ".join(msg for _, msg in sorted(msgs)) for slug, msgs in failed.items()}
