@@ -26,6 +26,8 @@ def test_parse_assignments():
     (["run", "bidprice_routing", "-p", "arrival_steps=-5"], "setting 'arrival_steps' got -5; allowed: >= 1"),
     (["run", "foam", "-p", "configs=[foam, fomo]"], "setting 'configs' got ['foam', 'fomo']; allowed: names"),
     (["run", "bidprice_routing", "--seeds", "-1"], "setting 'seeds' got [-1]; allowed: >= 0"),
+    (["run", "bidprice_routing", "--seeds", "0", "1", "2", "3", "4", "--update-results"],
+     "--update-results commits confirmatory results: run the seeds declared in chapter.yml (--seeds 1000"),
 ])
 def test_run_refuses_before_running(argv, message, capsys, tmp_path):
     assert main(argv + ["--out", str(tmp_path)]) == 2
@@ -43,13 +45,15 @@ def test_list_and_check_report_chapters_and_verdicts(capsys):
     out = capsys.readouterr().out
     assert "bidprice_routing:" in out and "c1a_mean_e2e" in out
     assert main(["check"]) == 0
-    assert "every results file matches its sources" in capsys.readouterr().out
+    assert "every results file matches its sources, and its verdicts follow from its values" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("argv, message", [
     (["run", "bidprice_routing", "--jobs", "0"], "--jobs must be at least 1"),
     (["run"], "name at least one chapter, or --all; valid chapters: "),
     (["student", "nochapter"], "valid chapters: "),
+    (["rejudge", "nochapter"], "valid chapters: "),
+    (["rejudge"], "name at least one chapter, or --all"),
     (["run", "bidprice_routing", "-p", "seeds"], "-p expects NAME=VALUE"),
 ])
 def test_bad_requests_exit_2_naming_the_valid_choices(argv, message, capsys):
@@ -88,11 +92,23 @@ def test_update_results_and_jobs_write_atomically(tmp_path, monkeypatch, capsys)
     monkeypatch.setattr("replib.cli.run_chapter", lambda slug, profile, *a, **k: _fake_results(slug, profile))
     monkeypatch.setattr("replib.core.results.results_dir", lambda: written)
     monkeypatch.setattr("replib.core.results.write_scoreboard", lambda: tmp_path / "scoreboard.md")
-    argv = ["run", "foam", "prefixrl", "--profile", "book", "--update-results", "--out", str(tmp_path / "o")]
+    argv = ["run", "foam", "prefixrl", "--profile", "book", "--update-results", "--out", str(tmp_path / "o"),
+            "--seeds", "1000", "1001", "1002", "1003", "1004"]
     assert main(argv) == 0
     assert sorted(p.name for p in written.iterdir()) == ["foam.json", "prefixrl.json"]
     assert json.loads((written / "foam.json").read_text())["slug"] == "foam"
     assert "updated data/results/" in capsys.readouterr().out
+
+
+def test_a_violated_check_fails_the_run_on_its_last_line(tmp_path, monkeypatch, capsys):
+    check = {"id": "k1", "role": "check", "verdict": "violated (on 1 of 2 seeds)", "values": [0.0, 1.0],
+             "mean": 0.5, "sd": 0.7, "interval": [float("nan")] * 2, "direction": "<=", "threshold": 0.0,
+             "seeds_clearing": 1}
+    monkeypatch.setattr("replib.cli.run_chapter",
+                        lambda slug, profile, *a, **k: {**_fake_results(slug, profile), "claims": [check]})
+    assert main(["run", "foam", "--profile", "book", "--out", str(tmp_path)]) == 1
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("VIOLATED CHECKS") and "foam: check k1: violated (on 1 of 2 seeds)" in last
 
 
 def test_jobs_run_chapters_in_parallel_and_report_each_failure(tmp_path, monkeypatch, capsys):

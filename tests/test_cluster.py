@@ -25,7 +25,8 @@ def _claim(cid, role, direction, threshold, **extra):
 
 
 CHAPTER = {"slug": "bidprice_routing", "claims": [
-    _claim("p1", "precondition", ">=", 1.0), _claim("c1", "headline", "<=", 0.85, requires=["p1"])]}
+    _claim("p1", "precondition", ">=", 1.0, kind="competence", unit="score"),
+    _claim("c1", "headline", "<=", 0.85, null=1.0, unit="ratio", requires=["p1"])]}
 
 
 def _seed_record(seed, p1, c1, **changes):
@@ -41,7 +42,7 @@ def test_merging_judges_once_over_all_seeds_and_refuses_mismatches(monkeypatch):
     merged = merge_seed_results("bidprice_routing", {1: _seed_record(1, 2.0, 0.7), 0: _seed_record(0, 2.0, 0.9)})
     claims = {c["id"]: c for c in merged["claims"]}
     assert merged["seeds"] == [0, 1] and merged["parameters"]["seeds"] == [0, 1]
-    assert claims["c1"]["values"] == [0.9, 0.7] and claims["c1"]["verdict"] == "fragile"
+    assert claims["c1"]["values"] == [0.9, 0.7] and claims["c1"]["verdict"] == "undecided"
     assert merged["fingerprint"] == "abc" and merged["runtime_s"] == {"03_experiment": 4.0}
     unmet = merge_seed_results("bidprice_routing", {0: _seed_record(0, 0.5, 0.7), 1: _seed_record(1, 2.0, 0.7)})
     assert {c["id"]: c for c in unmet["claims"]}["c1"]["verdict"].startswith("inconclusive")
@@ -82,5 +83,6 @@ def test_a_failed_task_is_named_and_no_partial_results_are_merged(tmp_path, caps
 
 
 def test_update_results_is_refused_on_a_cluster(capsys):
-    assert main(["run", "bidprice_routing", "--scheduler", "local:2", "--update-results"]) == 2
+    seeds = ["--seeds", "1000", "1001", "1002", "1003", "1004"]
+    assert main(["run", "bidprice_routing", "--scheduler", "local:2", "--update-results"] + seeds) == 2
     assert "drop --scheduler" in capsys.readouterr().err

@@ -5,15 +5,18 @@ import importlib
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from replib.core.ledger import Ledger, _jsonable, clears, summarise, validate_claims
+from replib.core.ledger import Ledger, _jsonable, clears, validate_claims
 from replib.core.paths import chapter_slugs, load_chapter
 from replib.core.results import (
     FIGURE,
     committed_results,
     headline_verdict,
+    inconsistent_results,
     intro_markdown,
+    margin,
     scoreboard_markdown,
     stale_results,
 )
@@ -53,7 +56,10 @@ def test_stored_parameters_are_the_book_profiles(slug):
 
 @pytest.mark.parametrize("slug", sorted(RESULTS))
 def test_stored_verdicts_follow_from_the_stored_values(slug):
-    """Recompute every claim's mean, seeds clearing and verdict from its per-seed values."""
+    """Recompute every claim's mean, sd, interval, seeds clearing and verdicts from its per-seed values
+    (independently of the ledger's own summaries: numpy and scipy here)."""
+    from scipy import stats
+
     results = RESULTS[slug]
     ledger = Ledger(slug, "book", results["seeds"])
     for claim in results["claims"]:
@@ -61,11 +67,33 @@ def test_stored_verdicts_follow_from_the_stored_values(slug):
             if value is not None:
                 ledger.record(claim["id"], seed, value)
     for stored, again in zip(results["claims"], ledger.judged()):
-        assert stored["verdict"] == again["verdict"], stored["id"]
+        for key in ("verdict", "direction_verdict", "label", "seeds_needed", "direction_seeds_needed"):
+            assert stored[key] == again[key], (stored["id"], key)
         assert stored["seeds_clearing"] == sum(clears(stored, v) for v in stored["values"])
-        mean, _ = summarise(stored["values"])
-        stored_mean = math.nan if stored["mean"] is None else stored["mean"]
-        assert stored_mean == pytest.approx(mean, nan_ok=True), stored["id"]
+        values = np.array(stored["values"], dtype=float)
+        n = len(values)
+        assert stored["mean"] == pytest.approx(values.mean()), stored["id"]
+        assert stored["sd"] == pytest.approx(values.std(ddof=1)), stored["id"]
+        half = stats.t.ppf(0.975, n - 1) * values.std(ddof=1) / np.sqrt(n)
+        assert stored["interval"] == pytest.approx([values.mean() - half, values.mean() + half]), stored["id"]
+
+
+def test_committed_results_are_consistent_and_no_check_is_violated():
+    assert inconsistent_results() == []
+
+
+def test_a_consistent_hand_edit_of_a_verdict_is_caught(monkeypatch):
+    """Editing a stored verdict (or dropping it) without the values to back it is named by check."""
+    slug = "foam"
+    data = RESULTS[slug]
+    edited = {**data, "claims": [{**c, "verdict": "holds"} if i == 0 else
+                                 {k: v for k, v in c.items() if k != "label"} if i == 1 else c
+                                 for i, c in enumerate(data["claims"])]}
+    monkeypatch.setattr("replib.core.results.committed_results", lambda: {slug: edited})
+    problems = inconsistent_results()
+    if data["claims"][0]["verdict"] != "holds":
+        assert any(data["claims"][0]["id"] in p and "verdict" in p for p in problems)
+    assert any(data["claims"][1]["id"] in p and "label" in p for p in problems)
 
 
 def test_results_match_their_sources():
@@ -80,14 +108,37 @@ def test_scoreboard_is_regenerated():
 
 
 def test_headline_verdict_rules():
-    def claims(*verdicts):
-        return [{"role": "headline", "verdict": v} for v in verdicts] + [{"role": "mechanism", "verdict": "fails"}]
+    def claims(*labels):
+        return [{"role": "headline", "label": v} for v in labels] + [{"role": "mechanism", "label": None}]
 
-    assert headline_verdict(claims("holds", "holds")) == "reproduced"
-    assert headline_verdict(claims("holds", "fails")) == "partly"
-    assert headline_verdict(claims("fragile", "fails")) == "partly"
-    assert headline_verdict(claims("fails", "inconclusive (precondition p1 did not hold)")) == "inconclusive"
-    assert headline_verdict(claims("fails", "fails")) == "not reproduced"
+    assert headline_verdict(claims("reproduced", "reproduced")) == "reproduced"
+    assert headline_verdict(claims("reproduced", "not reproduced")) == "partly"
+    assert headline_verdict(claims("reproduced", "inconclusive")) == "partly"
+    assert headline_verdict(claims("direction only", "not reproduced")) == "direction only"
+    assert headline_verdict(claims("direction only", "direction only")) == "direction only"
+    assert headline_verdict(claims("undecided", "not reproduced")) == "undecided"
+    assert headline_verdict(claims("not reproduced", "inconclusive")) == "not reproduced"
+    assert headline_verdict(claims("inconclusive", "inconclusive")) == "inconclusive"
+    assert headline_verdict(claims("not reproduced")) == "not reproduced"
+    assert headline_verdict([{"role": "mechanism", "label": None}]) == "no headline claim"
+    assert headline_verdict(claims(None)) == "not judged"
+
+
+def test_every_chapter_declares_fresh_confirmatory_seeds():
+    from replib.core.ledger import validate_seeds
+
+    for slug in chapter_slugs():
+        assert len(validate_seeds(load_chapter(slug))) >= 5, slug
+
+
+def test_margin_signs():
+    ge, le = {"direction": ">=", "threshold": 2.0, "values": []}, {"direction": "<=", "threshold": 2.0, "values": []}
+    assert margin(ge, 3.0) == pytest.approx(0.5) and margin(ge, 1.0) == pytest.approx(-0.5)
+    assert margin(le, 3.0) == pytest.approx(-0.5) and margin(le, 1.0) == pytest.approx(0.5)
+    assert margin({**ge, "direction": ">"}, 3.0) > 0 and margin({**le, "direction": "<"}, 3.0) < 0
+    zero = {"direction": ">=", "threshold": 0.0, "values": [-4.0, 2.0]}
+    assert margin(zero, 2.0) == pytest.approx(0.5)  # scaled by the largest |value|
+    assert math.isnan(margin(ge, None))
 
 
 def test_smoke_values_check_names_judged_claims_without_a_value(tmp_path):
@@ -108,3 +159,17 @@ def test_smoke_values_check_names_judged_claims_without_a_value(tmp_path):
     assert problems == ["bidprice_routing: c1a_mean_e2e has no value on some seed (add what it needs to the "
                         "smoke profile, or list it under smoke_gaps with the reason)",
                         "foam: the smoke run wrote no foam.json"]
+
+
+def test_the_chapter_template_is_valid():
+    """tools/chapter_template.yml, the starting point of every chapter.yml, follows the ledger's rules:
+    every role and precondition kind shown, a headline with its null, confirmatory seeds."""
+    import yaml
+
+    from replib.core.ledger import PRECONDITION_KINDS, ROLES, validate_seeds
+
+    template = yaml.safe_load((ROOT / "tools" / "chapter_template.yml").read_text())
+    claims = validate_claims(template)
+    assert {c["role"] for c in claims} == set(ROLES)
+    assert {c["kind"] for c in claims if c["role"] == "precondition"} == set(PRECONDITION_KINDS)
+    assert validate_seeds(template) == [1000, 1001, 1002, 1003, 1004]

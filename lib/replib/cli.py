@@ -2,6 +2,7 @@
 
     replib run bidprice_routing --profile book --seeds 5 6 7 --out runs/x -p arrival_steps=400
     replib scoreboard | replib check | replib list | replib params foam --profile paper
+    replib rejudge --all                (judge committed values again after a ledger or declaration change)
     replib book | replib smoke          (what `make book` and `make test` call)
     replib sync                         (after editing a notebook's .py: Colab cell and .ipynb twin)
     replib student foam --out handout   (notebooks with the exercise answers replaced by stubs)
@@ -18,7 +19,15 @@ from pathlib import Path
 import yaml
 
 from .core.fingerprint import NOTEBOOKS
-from .core.ledger import format_value, read_json, write_json_atomic
+from .core.ledger import (
+    format_interval,
+    format_value,
+    format_verdict,
+    read_json,
+    validate_seeds,
+    violated_checks,
+    write_json_atomic,
+)
 from .core.paths import chapter_slugs, check_slug, load_chapter, require_repo_root
 from .core.profiles import PROFILES
 
@@ -93,6 +102,24 @@ def check_types(slug: str, profile: str, params: dict) -> None:
         raise UsageError(f"{slug}: {err}") from err
 
 
+def book_seeds(slug: str) -> list[int]:
+    """The seeds the chapter's book profile runs by default."""
+    import importlib
+
+    return list(importlib.import_module(f"replib.papers.{slug}.experiment").EXPERIMENT_PROFILES["book"]["seeds"])
+
+
+def check_confirmatory(slug: str, seeds: list[int]) -> None:
+    """Committed results come only from the confirmatory seeds the chapter declared before the run."""
+    try:
+        declared = validate_seeds(load_chapter(slug))
+    except ValueError as err:
+        raise UsageError(f"{slug}: {err}") from err
+    if sorted(seeds) != sorted(declared):
+        raise UsageError(f"{slug}: --update-results commits confirmatory results: run the seeds declared in "
+                         f"chapter.yml (--seeds {' '.join(map(str, declared))}), not {seeds}")
+
+
 def _cells_seconds(path: Path) -> float:
     """A notebook's own run time: the sum of its cells' execution times, as papermill recorded them."""
     import nbformat
@@ -147,12 +174,17 @@ def run_chapter(slug: str, profile: str, params: dict, out: str, on_notebook=Non
 
 
 def claims_table(results: dict) -> str:
-    """A plain-text table of one run's claims: verdict, role, value mean ± sd over seeds, threshold,
-    how many seeds clear it."""
-    rows = [("claim", "verdict", "role", "value (mean ± sd)", "threshold", "seeds clearing")]
-    rows += [(c["id"], c["verdict"], c["role"],
-              format_value(*(float("nan") if v is None else v for v in (c["mean"], c["sd"]))),
-              f"{c['direction']} {c['threshold']}", f"{c['seeds_clearing']}/{len(c['values'])}")
+    """A plain-text table of one run's claims: verdict, role, value mean ± sd over seeds, its 95%
+    interval, threshold, how many seeds clear it, and for a headline its null, direction verdict and
+    label."""
+    rows = [("claim", "verdict", "role", "value (mean ± sd)", "95% interval", "threshold", "seeds clearing",
+             "vs null", "label")]
+    rows += [(c["id"], format_verdict(c["verdict"], c.get("seeds_needed")), c["role"],
+              format_value(c["mean"], c["sd"]), format_interval(c["interval"]),
+              f"{c['direction']} {c['threshold']}", f"{c['seeds_clearing']}/{len(c['values'])}",
+              "" if c.get("null") is None else
+              f"{c['null']}: {format_verdict(c.get('direction_verdict'), c.get('direction_seeds_needed'))}",
+              c.get("label") or "")
              for c in results["claims"]]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)) for row in rows]
@@ -208,6 +240,9 @@ def cmd_run(args) -> int:
     plans = {slug: plan_run(slug, args.profile, args.seeds, overrides) for slug in slugs}
     if args.update_results and args.profile != "book":
         raise UsageError("--update-results replaces the committed book-profile results: use --profile book")
+    if args.update_results:
+        for slug, params in plans.items():
+            check_confirmatory(slug, params.get("seeds") or book_seeds(slug))
     if args.scheduler:
         from .cluster import parse_scheduler
 
@@ -235,7 +270,10 @@ def cmd_run(args) -> int:
         print(f"updated data/results/ and {write_scoreboard()}")
     for slug, err in failed.items():
         print(f"{slug}: FAILED: {err}", file=sys.stderr)
-    return 1 if failed else 0
+    violated = [f"{slug}: check {line}" for slug, res in results.items() for line in violated_checks(res["claims"])]
+    if violated:
+        print("VIOLATED CHECKS (an invariant of the code does not hold): " + "; ".join(violated), file=sys.stderr)
+    return 1 if failed or violated else 0
 
 
 def parameter_table(slug: str, profile: str) -> list[tuple[str, str, str, str, str]]:
@@ -283,14 +321,36 @@ def cmd_scoreboard(args) -> int:
 
 
 def cmd_check(args) -> int:
-    from .core.results import stale_results
+    from .core.results import inconsistent_results, stale_results, unconfirmed_results
 
-    stale = stale_results()
-    for line in stale:
+    problems = stale_results() + inconsistent_results()
+    for line in problems:
         print(line)
-    if not stale:
-        print("every results file matches its sources")
-    return 1 if stale else 0
+    if not problems:
+        print("every results file matches its sources, and its verdicts follow from its values")
+    for line in unconfirmed_results():
+        print(f"note: {line}")
+    return 1 if problems else 0
+
+
+def cmd_rejudge(args) -> int:
+    """Judge committed results again from their stored values (after a change of declarations or of
+    the ledger), then regenerate the scoreboard."""
+    from .core.results import rejudge_committed, write_scoreboard
+
+    slugs = chapter_slugs() if args.all else args.chapters
+    if not slugs:
+        raise UsageError("name at least one chapter, or --all; valid chapters: " + ", ".join(chapter_slugs()))
+    try:
+        for slug in slugs:
+            check_slug(slug)
+        paths = [rejudge_committed(slug) for slug in slugs]
+    except ValueError as err:
+        raise UsageError(str(err)) from err
+    for path in paths:
+        print(f"re-judged {path}")
+    print(f"updated {write_scoreboard()}")
+    return 0
 
 
 def cmd_list(args) -> int:
@@ -299,7 +359,9 @@ def cmd_list(args) -> int:
     results = committed_results()
     for slug in chapter_slugs():
         chapter = load_chapter(slug)
-        verdicts = {c["id"]: c["verdict"] for c in results.get(slug, {}).get("claims", [])}
+        verdicts = {c["id"]: format_verdict(c["verdict"], c.get("seeds_needed"))
+                    + (f"; {c['label']}" if c.get("label") else "")
+                    for c in results.get(slug, {}).get("claims", [])}
         print(f"{slug}: {chapter.get('title', '')}")
         for claim in chapter.get("claims", []):
             print(f"  {claim['id']:<22} {verdicts.get(claim['id'], 'no result yet'):<26} {claim['statement']}")
@@ -370,7 +432,13 @@ def build_parser() -> argparse.ArgumentParser:
     params.add_argument("--profile", default="book", help=f"one of {', '.join(PROFILES)} (default book)")
     params.set_defaults(func=cmd_params)
     sub.add_parser("scoreboard", help="regenerate book/scoreboard.md").set_defaults(func=cmd_scoreboard)
-    sub.add_parser("check", help="name results whose sources changed").set_defaults(func=cmd_check)
+    sub.add_parser("check", help="name results whose sources changed, whose verdicts do not follow from their "
+                   "values, or whose checks were violated").set_defaults(func=cmd_check)
+    rejudge = sub.add_parser("rejudge", help="judge committed results again from their stored values (after a "
+                             "change of declarations or of the ledger; no new run)")
+    rejudge.add_argument("chapters", nargs="*", help="chapter slugs (see `replib list`)")
+    rejudge.add_argument("--all", action="store_true", help="every chapter")
+    rejudge.set_defaults(func=cmd_rejudge)
     sub.add_parser("list", help="chapters, claims and verdicts").set_defaults(func=cmd_list)
     book = sub.add_parser("book", help="execute (cached) and build the HTML book")
     book.add_argument("--profile", default="book", choices=PROFILES)

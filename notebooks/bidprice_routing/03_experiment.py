@@ -243,8 +243,8 @@ plt.show()
 # Each claim was declared in `chapter.yml` with its role and threshold before this experiment was
 # run. The value of each is computed per seed from the runs above (ratios against the best heuristic
 # of that seed; the throughput and rate-shift claims against round robin, as the paper's tables
-# report them). A claim holds when the mean over seeds and every seed clear the threshold, and is
-# fragile when the mean clears it but some seed does not.
+# report them). A claim holds when the whole 95% interval of the mean over seeds clears the
+# threshold, fails when the whole interval misses it, and is undecided when the interval contains it.
 
 # %%
 values = experiment.claim_values(runs)

@@ -233,8 +233,9 @@ print(f"edge-dominated instances: mean gap {edge_dominated['mean_gap']:.4f}, wor
 # ## The claims
 #
 # Each claim was declared in `chapter.yml` with its role and threshold before this experiment was
-# run. The value is computed per seed from the runs above. A claim holds when the mean over seeds and
-# every seed clear the threshold, and is fragile when the mean clears it but some seed does not.
+# run. The value is computed per seed from the runs above. A claim holds when the whole 95% interval
+# of the mean over seeds clears the threshold, fails when the whole interval misses it, and is
+# undecided when the interval contains it.
 # Checks and measurements are shown but not judged; a claim whose precondition does not hold is
 # inconclusive.
 

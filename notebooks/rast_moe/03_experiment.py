@@ -184,8 +184,9 @@ results["masks"][["seed", "masked", "expert", "usage", "reward", "abandon_rate"]
 # ## The claims
 #
 # Each claim was declared in `chapter.yml` with its role and threshold before this experiment ran.
-# The values are computed per seed; a claim holds when the mean over seeds and every seed clear the
-# threshold, and is fragile when the mean clears it but some seed does not. Claims that require the
+# The values are computed per seed; a claim holds when the whole 95% interval of the mean over seeds
+# clears the threshold, fails when the whole interval misses it, and is undecided when the interval
+# contains it. Claims that require the
 # precondition `p1_ppo_learns` are inconclusive if it does not hold.
 
 # %%

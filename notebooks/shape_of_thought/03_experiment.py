@@ -129,8 +129,8 @@ plt.show()
 # Each claim was declared in `chapter.yml` with its role and threshold before this experiment was
 # run. The README's point gains depend on the base rate, so each headline claim is the share of the
 # baseline's failures that SoT removes, at the share the README's own numbers give. A claim holds
-# when the mean over seeds and every seed clear the threshold, and is fragile when only the mean
-# does.
+# when the whole 95% interval of the mean over seeds clears the threshold, fails when the whole
+# interval misses it, and is undecided when the interval contains it.
 
 # %%
 values = experiment.claim_values(runs)

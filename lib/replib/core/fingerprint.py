@@ -68,11 +68,23 @@ def chapter_sources(slug: str) -> list[Path]:
     return sorted({p for p in sources if p.is_file()} | {_module_file(m) for m in modules})
 
 
+def _text(path: Path) -> bytes:
+    return path.read_text(encoding="utf-8").replace("\r\n", "\n").encode()
+
+
 def fingerprint(slug: str) -> str:
     """sha256 over the chapter's sources (paths relative to the repository, contents as text)."""
     root = require_repo_root()
     digest = hashlib.sha256()
     for path in chapter_sources(slug):
-        digest.update(str(path.relative_to(root)).encode())
-        digest.update(b"\0" + path.read_text(encoding="utf-8").replace("\r\n", "\n").encode() + b"\0")
+        digest.update(str(path.relative_to(root).as_posix()).encode())
+        digest.update(b"\0" + _text(path) + b"\0")
     return digest.hexdigest()
+
+
+def source_hashes(slug: str) -> dict[str, str]:
+    """Each of the chapter's sources (path relative to the repository) -> sha256 of its text: what
+    :func:`fingerprint` summarises, kept so that a stale result can name the files that changed."""
+    root = require_repo_root()
+    return {path.relative_to(root).as_posix(): hashlib.sha256(_text(path)).hexdigest()
+            for path in chapter_sources(slug)}

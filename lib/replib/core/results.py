@@ -8,17 +8,26 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from .fingerprint import fingerprint
+from .fingerprint import fingerprint, source_hashes
 from .ledger import (
     EVIDENCE_ROLES,
     FAILS,
-    FRAGILE,
     HOLDS,
     INCONCLUSIVE,
     JUDGED_ROLES,
+    LABELS,
+    NO_ROOM,
+    UNDECIDED,
+    format_interval,
     format_value,
+    format_verdict,
+    judge_claims,
     read_json,
+    validate_claims,
+    verdict_word,
+    violated_checks,
     write_bytes_atomic,
+    write_json_atomic,
     write_text_atomic,
 )
 from .paths import chapter_slugs, load_chapter, require_repo_root
@@ -45,6 +54,18 @@ def committed_results() -> dict[str, dict]:
     return {p.stem: read_results(p) for p in sorted(results_dir().glob("*.json"))}
 
 
+def changed_sources(slug: str, data: dict) -> list[str]:
+    """The chapter's source files whose text differs from what produced ``data`` (named where the
+    record keeps per-file hashes; else the fingerprint alone says that something changed)."""
+    if data.get("fingerprint") == fingerprint(slug):
+        return []
+    stored = data.get("sources")
+    if not isinstance(stored, dict):
+        return ["(sources not recorded per file)"]
+    now = source_hashes(slug)
+    return sorted(f for f in set(stored) | set(now) if stored.get(f) != now.get(f))
+
+
 def stale_results() -> list[str]:
     """Every committed results file whose fingerprint no longer matches its chapter's sources."""
     stale = []
@@ -53,9 +74,93 @@ def stale_results() -> list[str]:
         if slug not in valid:
             stale.append(f"{slug}.json: no chapter named {slug!r}")
         elif data["fingerprint"] != fingerprint(slug):
-            stale.append(f"{slug}.json: sources changed since it was produced "
-                         f"(re-run: replib run {slug} --profile book --update-results)")
+            stale.append(f"{slug}.json: sources changed since it was produced ({', '.join(changed_sources(slug, data))}; "
+                         f"re-run: replib run {slug} --profile book --update-results)")
     return stale
+
+
+def rejudged(slug: str, data: dict) -> dict:
+    """``data``'s claims judged again from their stored per-seed values under the chapter's current
+    declarations and ledger; fails naming the claims when the declared ids differ from the stored ones."""
+    declared = validate_claims(load_chapter(slug))
+    stored = {c["id"]: c for c in data["claims"]}
+    if [c["id"] for c in declared] != list(stored):
+        raise ValueError(f"{slug}: the declared claims ({', '.join(c['id'] for c in declared)}) are not the "
+                         f"stored ones ({', '.join(stored)}): a new or renamed claim needs a new run")
+    values = {cid: list(c["values"]) for cid, c in stored.items()}
+    return {**data, "claims": judge_claims(declared, values, data["profile"])}
+
+
+# What a re-judgement may follow: the declarations and the judging code, never the code that measures.
+REJUDGE_MAY_CHANGE = ("notebooks/{slug}/chapter.yml", "lib/replib/core/ledger.py", "lib/replib/core/fingerprint.py")
+
+
+def rejudge_committed(slug: str) -> Path:
+    """Re-judge data/results/<slug>.json from its stored per-seed values under the chapter's current
+    declarations and ledger (no new run), and record that it was. Refused when a source other than the
+    declarations and the judging code changed since the values were measured (that needs a re-run)."""
+    from datetime import datetime, timezone
+
+    from .ledger import INTERVAL_KIND
+
+    path = results_dir() / f"{slug}.json"
+    data = read_results(path)
+    allowed = {f.format(slug=slug) for f in REJUDGE_MAY_CHANGE}
+    measuring = [f for f in changed_sources(slug, data) if f not in allowed]
+    if isinstance(data.get("sources"), dict) and measuring:
+        raise ValueError(f"{slug}: {', '.join(measuring)} changed since the values were measured; re-run: "
+                         f"replib run {slug} --profile book --update-results")
+    fresh = rejudged(slug, data)
+    first = data.get("rejudged", {}).get("values_fingerprint", data["fingerprint"])
+    fresh.update(
+        confirmatory=sorted(data["seeds"]) == sorted(load_chapter(slug).get("confirmatory_seeds") or [None]),
+        interval_kind=INTERVAL_KIND, fingerprint=fingerprint(slug), sources=source_hashes(slug),
+        rejudged={"at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "values_fingerprint": first,
+                  "values_created": data.get("rejudged", {}).get("values_created", data.get("created"))})
+    return write_json_atomic(path, fresh)
+
+
+def inconsistent_results() -> list[str]:
+    """Committed claims whose stored verdicts, summaries or declarations do not follow from their
+    stored per-seed values under the chapter's declarations (a hand edit, or a ledger change not
+    re-judged), and checks violated on some seed."""
+    problems = []
+    for slug, data in committed_results().items():
+        if slug not in chapter_slugs():
+            continue
+        try:
+            again = rejudged(slug, data)["claims"]
+        except ValueError as err:
+            problems.append(str(err))
+            continue
+        for stored, fresh in zip(data["claims"], again):
+            differ = [k for k in fresh if not _same(stored.get(k, "<missing>"), fresh[k])]
+            if differ:
+                problems.append(f"{slug}.json: {stored['id']} stores {', '.join(differ)} that do not follow from "
+                                f"its values and declaration (re-judge: replib rejudge {slug})")
+        problems += [f"{slug}.json: check {line}" for line in violated_checks(data["claims"])]
+    return problems
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, float) or isinstance(b, float):
+        if a is None or b is None:
+            return a is None and b is None or math.isnan(a if a is not None else b)
+        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12) or (math.isnan(a) and math.isnan(b))
+    return a == b
+
+
+def unconfirmed_results() -> list[str]:
+    """Committed results not yet run on the chapter's declared confirmatory seeds (a notice, not an error)."""
+    out = []
+    for slug, data in committed_results().items():
+        if slug in chapter_slugs() and not data.get("confirmatory"):
+            seeds = load_chapter(slug).get("confirmatory_seeds")
+            out.append(f"{slug}.json: seeds {', '.join(map(str, data['seeds']))} are development seeds; "
+                       f"the confirmatory run on {seeds} is pending")
+    return out
 
 
 def missing_smoke_values(directory: Path) -> list[str]:
@@ -77,38 +182,51 @@ def missing_smoke_values(directory: Path) -> list[str]:
     return problems
 
 
-VERDICT_ORDER = (HOLDS, FRAGILE, FAILS, INCONCLUSIVE)
-HEADLINE_ORDER = ["reproduced", "partly", "not reproduced", "inconclusive"]
-VERDICT_COLOURS = {HOLDS: "#1b7837", FRAGILE: "#e08214", FAILS: "#b2182b", INCONCLUSIVE: "#878787"}
+VERDICT_ORDER = (HOLDS, FAILS, UNDECIDED, INCONCLUSIVE, NO_ROOM)
+HEADLINE_ORDER = ["reproduced", "partly", "direction only", "undecided", "not reproduced", "inconclusive"]
+VERDICT_COLOURS = {HOLDS: "#1b7837", FAILS: "#b2182b", UNDECIDED: "#e08214", INCONCLUSIVE: "#878787",
+                   NO_ROOM: "#5e3c99"}
 FIGURE = "scoreboard_margins.png"
 MARGIN_CLIP = 2.0
-
-
-def verdict_word(verdict: str) -> str:
-    """The verdict's first word: 'inconclusive (precondition p1 ...)' -> 'inconclusive'."""
-    return verdict.split(" (")[0]
+CHAPTER_LABELS = {
+    "reproduced": "every headline claim is reproduced",
+    "partly": "some headline claims are reproduced and some are not",
+    "direction only": "no headline claim is reproduced and at least one holds in direction",
+    "undecided": "none of the above, and at least one headline claim is undecided",
+    "not reproduced": "no headline claim is reproduced, holds in direction or is undecided, and at least one "
+                      "is not reproduced on a fair test",
+    "inconclusive": "every headline claim is inconclusive: the rebuild is not yet a fair test",
+}
 
 
 def headline_verdict(claims: list[dict]) -> str:
-    """The paper's headline as the chapter reproduces it: reproduced (every headline claim holds),
-    partly (some hold or are fragile), inconclusive (none holds and a precondition failed),
-    not reproduced (none holds)."""
-    words = [verdict_word(c["verdict"]) for c in claims if c["role"] == "headline"]
-    if not words:
+    """The paper's headline as the chapter reproduces it, from its headline claims' labels (see
+    CHAPTER_LABELS): one label when they all agree, else the first of reproduced (as 'partly'),
+    direction only, undecided, not reproduced that some claim has."""
+    labels = [c.get("label") for c in claims if c["role"] == "headline"]
+    if not labels:
         return "no headline claim"
-    if all(w == HOLDS for w in words):
-        return "reproduced"
-    if any(w in (HOLDS, FRAGILE) for w in words):
-        return "partly"
-    if any(w == INCONCLUSIVE for w in words):
-        return "inconclusive"
-    return "not reproduced"
+    if None in labels:
+        return "not judged"
+    if len(set(labels)) == 1:
+        return labels[0]
+    for label, chapter in (("reproduced", "partly"), ("direction only", "direction only"),
+                           ("undecided", "undecided"), ("not reproduced", "not reproduced")):
+        if label in labels:
+            return chapter
+    return "inconclusive"
 
 
-def _evidence_counts(claims: list[dict]) -> str:
+def evidence_counts(claims: list[dict]) -> dict[str, int]:
+    """Headline and mechanism claims by size verdict (holds, fails, undecided, inconclusive, no room)."""
     words = [verdict_word(c["verdict"]) for c in claims if c["role"] in EVIDENCE_ROLES]
-    plural = {HOLDS: "hold", FRAGILE: "fragile", FAILS: "fail", INCONCLUSIVE: "inconclusive"}
-    return ", ".join(f"{words.count(v)} {plural[v]}" for v in VERDICT_ORDER)
+    return {v: words.count(v) for v in VERDICT_ORDER}
+
+
+def _counts_text(counts: dict[str, int]) -> str:
+    plural = {HOLDS: "hold", FAILS: "fail", UNDECIDED: "undecided", INCONCLUSIVE: "inconclusive",
+              NO_ROOM: "no room"}
+    return ", ".join(f"{counts[v]} {plural[v]}" for v in VERDICT_ORDER if counts[v] or v != NO_ROOM)
 
 
 def margin(claim: dict, value: float | None) -> float:
@@ -126,66 +244,102 @@ def margin(claim: dict, value: float | None) -> float:
     return sign * (float(value) - t) / scale
 
 
+RULES_MARKDOWN = """Each claim was declared in its chapter's `chapter.yml`, with its role, threshold and (for a
+headline) its null, before the experiment ran. Verdicts come from the 95% interval of the mean over
+seeds (per-seed values are paired comparisons: same seed, same data for every arm):
+
+| verdict | when |
+| --- | --- |
+| holds | the whole interval clears the threshold |
+| fails | the whole interval misses it (or a seed gave no value) |
+| undecided | the interval contains the threshold; the table says how many seeds the observed spread would need |
+| inconclusive | a competence or convergence precondition the claim requires did not hold |
+| no room | a headroom precondition did not hold: the toy cannot show the paper's size; only the direction is judged |
+
+A headline is judged twice: its **size** against the paper's number (the threshold) and its
+**direction** against its null (the value at which the method does no better than its comparison;
+the interval must lie strictly past it). Its label:
+
+| label | when |
+| --- | --- |
+""" + "\n".join(f"| {k} | {v} |" for k, v in LABELS.items()) + """
+
+A chapter's headline label:
+
+| label | when |
+| --- | --- |
+""" + "\n".join(f"| {k} | {v} |" for k, v in CHAPTER_LABELS.items()) + """
+
+A precondition is met only when it holds by the same rule. Premises (true by construction of the
+toy) and measurements are shown but never counted; checks (invariants of the code) must pass on
+every seed. Judged claims are counted in steps, tokens, evaluations or scores, never seconds. Results
+marked *development seeds* were measured on seeds used while developing the chapter; the
+confirmatory seeds declared in its `chapter.yml` have not been run yet."""
+
+
+def _seeds_text(r: dict) -> str:
+    seeds = ", ".join(map(str, r["seeds"]))
+    return f"{seeds} (confirmatory)" if r.get("confirmatory") else f"{seeds} (development seeds)"
+
+
 def scoreboard_markdown() -> str:
-    """The scoreboard page, from the committed results only: each paper's headline verdict, then
-    every claim of every chapter with its verdict in the second column."""
+    """The scoreboard page, from the committed results only: each paper's headline label with its
+    size and direction verdicts, then every claim of every chapter with its interval beside its bars."""
     results = committed_results()
     lines = [
         "# Scoreboard",
         "",
         "Generated by `replib scoreboard` from `data/results/*.json`; do not edit by hand.",
-        "Each claim was declared in its chapter's `chapter.yml`, with its role and threshold, before the",
-        "experiment ran; values are per seed of one book-profile run. A claim **holds** when the mean over",
-        "seeds and every seed clear the threshold, is **fragile** when the mean clears it but some seed",
-        "does not, **fails** when the mean does not, and is **inconclusive** when a precondition it",
-        "requires (the rebuild working as the paper assumes) did not hold. Premises (true by construction",
-        "of the toy), checks of the code and measurements are shown but never counted as evidence.",
+        RULES_MARKDOWN,
         "",
         "## The papers' headlines",
         "",
-        "A paper's headline is *reproduced* when every headline claim holds, *partly* when some hold or",
-        "are fragile, *not reproduced* when none does, *inconclusive* when a failed precondition leaves",
-        "nothing to judge. The evidence column counts the headline and mechanism claims by verdict.",
+        "The size and direction columns list the headline claims' verdicts in declared order; the evidence",
+        "column counts the headline and mechanism claims by size verdict.",
         "",
-        "| chapter | headline | evidence claims | experiment runtime |",
-        "| --- | --- | --- | --- |",
+        "| chapter | headline | size | direction | evidence claims | seeds | experiment runtime |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for slug in chapter_slugs():
         title = load_chapter(slug).get("short_title", slug)
         if slug in results:
             r = results[slug]
+            heads = [c for c in r["claims"] if c["role"] == "headline"]
             runtime = r.get("runtime_s", {}).get("03_experiment")
             lines.append(f"| [{title}](#{slug}) | {headline_verdict(r['claims'])} | "
-                         f"{_evidence_counts(r['claims'])} | {runtime:.0f} s |")
+                         f"{', '.join(verdict_word(c['verdict']) for c in heads)} | "
+                         f"{', '.join(verdict_word(c['direction_verdict']) for c in heads)} | "
+                         f"{_counts_text(evidence_counts(r['claims']))} | {_seeds_text(r)} | {runtime:.0f} s |")
         else:
-            lines.append(f"| {title} | no results yet | | |")
+            lines.append(f"| {title} | no results yet | | | | | |")
     lines += ["", f"```{{figure}} {FIGURE}", ":name: scoreboard-margins", "",
-              "Every judged claim, one row each, grouped by chapter: its value on each seed as a dot, "
-              "placed by its signed margin past the declared threshold (in units of the threshold, or of "
-              f"the largest value when the threshold is 0; clipped at ±{MARGIN_CLIP:g}). Right of zero "
-              "the seed clears the claim; a cross at the left edge marks seeds that gave no value. "
-              "Colours give the claim's verdict.", "```"]
+              "Every judged claim, one row each, grouped by chapter: the 95% interval of its mean over seeds "
+              "as a bar and each seed's value as a dot, placed by the signed margin past the declared threshold "
+              "(in units of the threshold, or of the largest value when the threshold is 0; clipped at "
+              f"±{MARGIN_CLIP:g}). Right of zero clears the claim; a diamond marks a headline's null; a cross "
+              "at the left edge marks seeds that gave no value. Colours give the claim's verdict.", "```"]
     for slug, r in results.items():
         chapter = load_chapter(slug)
         paper = {c["id"]: c.get("paper", "") for c in chapter.get("claims", [])}
         lines += ["", f"({slug})=", f"## {chapter.get('short_title', slug)}", "",
-                  f"arXiv {chapter.get('arxiv', 'n/a')}; profile `{r['profile']}`; "
-                  f"seeds {', '.join(map(str, r['seeds']))}; created {r.get('created', 'n/a')}; "
-                  f"headline **{headline_verdict(r['claims'])}**. "
+                  f"arXiv {chapter.get('arxiv', 'n/a')}; profile `{r['profile']}`; seeds {_seeds_text(r)}; "
+                  f"created {r.get('created', 'n/a')}; headline **{headline_verdict(r['claims'])}**. "
                   f"[The experiment](../notebooks/{slug}/03_experiment.ipynb) discusses each verdict.", "",
-                  "| claim | verdict | role | statement | paper | ours | seeds clearing | threshold |",
-                  "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+                  "| claim | verdict | vs null | role | ours | 95% interval | threshold | null | seeds clearing "
+                  "| statement | paper |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         for c in r["claims"]:
-            mean = float("nan") if c["mean"] is None else c["mean"]
-            sd = float("nan") if c["sd"] is None else c["sd"]
-            lines.append(f"| {c['id']} | {c['verdict']} | {c['role']} | {c['statement']} | "
-                         f"{paper.get(c['id'], '')} | {format_value(mean, sd)} | "
-                         f"{c['seeds_clearing']}/{len(c['values'])} | {c['direction']} {c['threshold']} |")
+            null = "" if c.get("null") is None else c["null"]
+            lines.append(f"| {c['id']} | {format_verdict(c['verdict'], c.get('seeds_needed'))} | "
+                         f"{format_verdict(c.get('direction_verdict'), c.get('direction_seeds_needed'))} | "
+                         f"{c['role']} | {format_value(c['mean'], c['sd'])} | {format_interval(c['interval'])} | "
+                         f"{c['direction']} {c['threshold']} | {null} | "
+                         f"{c['seeds_clearing']}/{len(c['values'])} | {c['statement']} | {paper.get(c['id'], '')} |")
     return "\n".join(lines) + "\n"
 
 
 def margins_figure(results: dict[str, dict]):
-    """The figure of every judged claim's per-seed margins (see scoreboard_markdown's caption)."""
+    """The figure of every judged claim's interval and per-seed margins (see scoreboard_markdown's caption)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -195,12 +349,19 @@ def margins_figure(results: dict[str, dict]):
             if verdict_word(c["verdict"]) in VERDICT_ORDER]
     fig, ax = plt.subplots(figsize=(8, 0.22 * len(rows) + 1.2))
     for y, (slug, c) in enumerate(rows):
-        word = verdict_word(c["verdict"])
+        colour = VERDICT_COLOURS[verdict_word(c["verdict"])]
+        lo, hi = (margin(c, b) for b in c["interval"])
+        if not (math.isnan(lo) or math.isnan(hi)):
+            ax.plot(np.clip([lo, hi], -MARGIN_CLIP, MARGIN_CLIP), [y, y], color=colour, lw=3, alpha=0.45,
+                    solid_capstyle="butt", zorder=2)
         xs = np.array([margin(c, v) for v in c["values"]])
         shown = np.clip(xs[~np.isnan(xs)], -MARGIN_CLIP, MARGIN_CLIP)
-        ax.scatter(shown, [y] * len(shown), s=14, color=VERDICT_COLOURS[word], zorder=3)
+        ax.scatter(shown, [y] * len(shown), s=10, color=colour, zorder=3)
+        if c.get("null") is not None:
+            ax.scatter(np.clip([margin(c, c["null"])], -MARGIN_CLIP, MARGIN_CLIP), [y], s=22, marker="D",
+                       facecolor="none", edgecolor="k", lw=0.7, zorder=4)
         if np.isnan(xs).any():  # a seed without a value: a cross at the left edge
-            ax.scatter([-MARGIN_CLIP], [y], s=22, marker="x", color=VERDICT_COLOURS[word], zorder=3)
+            ax.scatter([-MARGIN_CLIP], [y], s=22, marker="x", color=colour, zorder=3)
     boundaries = [i for i in range(1, len(rows)) if rows[i][0] != rows[i - 1][0]]
     for b in boundaries:
         ax.axhline(b - 0.5, color="0.85", lw=0.8)
@@ -208,9 +369,10 @@ def margins_figure(results: dict[str, dict]):
     ax.set_yticks(range(len(rows)), [f"{slug}: {c['id']}" for slug, c in rows], fontsize=6)
     ax.set_ylim(len(rows) - 0.5, -0.5)
     ax.set_xlim(-MARGIN_CLIP * 1.05, MARGIN_CLIP * 1.05)
-    ax.set_xlabel("signed margin past the threshold (right: the seed clears)")
-    handles = [plt.Line2D([], [], marker="o", ls="", color=VERDICT_COLOURS[v], label=v) for v in VERDICT_ORDER]
-    ax.legend(handles=handles, fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=4,
+    ax.set_xlabel("signed margin past the threshold (right: clears)")
+    handles = [plt.Line2D([], [], marker="o", ls="-", lw=3, color=VERDICT_COLOURS[v], label=v) for v in VERDICT_ORDER]
+    handles.append(plt.Line2D([], [], marker="D", ls="", markerfacecolor="none", color="k", label="null"))
+    ax.legend(handles=handles, fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=6,
               frameon=False)
     fig.tight_layout()
     return fig
@@ -243,7 +405,8 @@ def chapter_list_markdown() -> str:
     lines += ["", f"Across the {len(headlines)} chapters, the papers' headlines are "
               + ", ".join(f"{headlines.count(v)} {v}" for v in dict.fromkeys(HEADLINE_ORDER + headlines)
                           if headlines.count(v))
-              + f"; of the {evidence} headline and mechanism claims, {_evidence_counts(claims)}."]
+              + f"; of the {evidence} headline and mechanism claims, {_counts_text(evidence_counts(claims))} "
+              "(verdicts from the 95% interval over seeds; see the scoreboard)."]
     return "\n".join(lines)
 
 
