@@ -37,6 +37,7 @@ def test_repeated_scripts_are_dropped_and_the_colour_mode_is_valid():
 
 BROKEN = """<html><head><script>console.error("boom")</script></head><body>
 <img src="missing.png"><span class="math">\\(x^2\\)</span>
+<mjx-merror data-mjx-error="Undefined control sequence \\thta">\\thta</mjx-merror>
 <p># Colab set-up: installs the book's package, replib, from its repository (branch main).</p>
 <pre>%s/lib/x.py:3: UserWarning: leaked</pre>
 </body></html>""" % Path(__file__).resolve().parents[1]
@@ -63,7 +64,8 @@ def test_the_browser_check_names_each_fault(tmp_path):
     broken = "\n".join(report["notebooks/ch/02_implementation.html"])
     for fault in ("console error: boom", "image not loaded: missing.png", "1 of 1 formulas not typeset",
                   "the Colab set-up cell is shown", "no Colab launch link to /notebooks/ch/02_implementation.ipynb",
-                  "HTTP 404", "a machine's path reaches the page: "):
+                  "HTTP 404", "a machine's path reaches the page: ",
+                  "a formula does not parse: Undefined control sequence \\thta"):
         assert fault in broken, fault
     assert any("the verdict column ends at" in p for p in report["book/scoreboard.html"])
     with pytest.raises(SystemExit, match="2 of 3 pages have problems"):

@@ -173,3 +173,53 @@ def test_the_chapter_template_is_valid():
     assert {c["role"] for c in claims} == set(ROLES)
     assert {c["kind"] for c in claims if c["role"] == "precondition"} == set(PRECONDITION_KINDS)
     assert validate_seeds(template) == [1000, 1001, 1002, 1003, 1004]
+
+
+def test_fingerprints_see_any_text_and_per_file_hashes_see_code_only(tmp_path):
+    from replib.core.fingerprint import code_text
+
+    notebook = tmp_path / "notebooks" / "x" / "03_experiment.py"
+    notebook.parent.mkdir(parents=True)
+    notebook.write_text("# %%\nx = 1\n\n# %% [markdown]\n# Prose $\\alpha$\n\n# %%\ny = 2  # a comment\n")
+    assert code_text(notebook) == b"# %%\nx = 1\n\n# %%\ny = 2  # a comment\n"
+    other = tmp_path / "lib.py"
+    other.write_text("# %% [markdown]\n# not a notebook: kept whole\n")
+    assert code_text(other) == other.read_bytes()
+
+
+def _one_committed(monkeypatch, tmp_path, slug="sgb_ib"):
+    import shutil
+
+    shutil.copy(ROOT / "data" / "results" / f"{slug}.json", tmp_path / f"{slug}.json")
+    monkeypatch.setattr("replib.core.results.results_dir", lambda: tmp_path)
+    return slug
+
+
+def test_stale_results_tell_prose_from_code(monkeypatch, tmp_path):
+    from replib.core.results import rejudge_committed, source_hashes
+
+    slug = _one_committed(monkeypatch, tmp_path)
+    monkeypatch.setattr("replib.core.results.fingerprint", lambda s: "the text changed")
+    (line,) = stale_results()
+    assert "only prose, declarations or the judging code changed" in line and f"replib rejudge {slug}" in line
+    assert rejudge_committed(slug).is_file()  # allowed: nothing that measures changed
+
+    hashes = source_hashes(slug)
+    code = f"lib/replib/papers/{slug}/method.py"
+    monkeypatch.setattr("replib.core.results.source_hashes", lambda s: {**hashes, code: "edited"})
+    monkeypatch.setattr("replib.core.results.fingerprint", lambda s: "the code changed too")
+    (line,) = stale_results()
+    assert f"sources changed since it was produced ({code}; re-run: replib run {slug}" in line
+    with pytest.raises(ValueError, match=f"{code} changed since the values were measured"):
+        rejudge_committed(slug)
+
+
+def test_rejudge_keeps_the_values_and_records_that_it_judged_again(monkeypatch, tmp_path):
+    from replib.core.ledger import read_json
+    from replib.core.results import rejudge_committed
+
+    slug = _one_committed(monkeypatch, tmp_path)
+    before = read_json(tmp_path / f"{slug}.json")
+    after = read_json(rejudge_committed(slug))
+    assert [c["values"] for c in after["claims"]] == [c["values"] for c in before["claims"]]
+    assert after["created"] == before["created"] and after["rejudged"]["values_created"] == before["rejudged"]["values_created"]

@@ -52,6 +52,8 @@ PAGE_SCRIPT = """async () => {
                                          .map(img => img.getAttribute('src'));
       const maths = [...document.querySelectorAll('.math')];
       const untypeset = maths.filter(el => !el.querySelector('mjx-container')).length;
+      const merrors = [...document.querySelectorAll('mjx-merror')]
+                      .map(el => el.getAttribute('data-mjx-error') || el.textContent.trim());
       const colab = [...document.querySelectorAll('a[href*="colab.research.google.com"]')]
                     .map(a => a.getAttribute('href'));
       const verdicts = [...document.querySelectorAll('table')].map(table => {
@@ -65,7 +67,7 @@ PAGE_SCRIPT = """async () => {
         }
         return {header: heads[i], right: r.right, width: r.width, clip};
       }).filter(x => x);
-      return {images, maths: maths.length, untypeset, colab, verdicts,
+      return {images, maths: maths.length, untypeset, merrors, colab, verdicts,
               text: document.body.innerText};
     }"""
 
@@ -96,6 +98,7 @@ def check_page(page, url: str, rel: str) -> list[str]:
     problems += [f"image not loaded: {src}" for src in seen["images"]]
     if seen["untypeset"]:
         problems.append(f"{seen['untypeset']} of {seen['maths']} formulas not typeset by MathJax")
+    problems += [f"a formula does not parse: {error}" for error in seen["merrors"]]
     if FIRST_LINE in seen["text"]:
         problems.append("the Colab set-up cell is shown")
     problems += [f"a machine's path reaches the page: {line.strip()[:120]}" for line in seen["text"].splitlines()

@@ -220,15 +220,15 @@ ledger.table()
 #   on every seed, but within the spread between seeds.
 # - **The combined score finds the expert at once (m2 holds).** In round 1 it gives the expert
 #   client 0.36-0.37 more weight than FEDORA on every seed. Figure 2 shows why. The critics are far
-#   from converged ($J pprox -4$ for the expert, $-34$ for the random clients), so $eta J$ with
-#   $eta = 0.1$ differs little between clients, and FEDORA starts near uniform (0.33 on the expert).
+#   from converged ($J \approx -4$ for the expert, $-34$ for the random clients), so $\beta J$ with
+#   $\beta = 0.1$ differs little between clients, and FEDORA starts near uniform (0.33 on the expert).
 #   The scale-free softmax over $S_k / \mathrm{std}_k S_k$ puts about 0.75 on the expert from round 0,
 #   where FEDORA only gets in the last round. Figure 3 shows that the clients' $(cJ, PI)$ clusters
 #   are well apart: here the inconsistency ranks clients the same way as the Q-value does.
 # - **Headline h2 fails: the whole plug-in is worse than FEDORA** ($-253$, $-93$, $-573$; mean
 #   $-306$). The adaptive rule of our proposed form relaxes the pull for almost every client: from
 #   round 1 the expert and medium clients, and from round 3 the random ones, score their own model
-#   above the global model on their own data (the table of $lpha_0$ above). That is nearly
+#   above the global model on their own data (the table of $\alpha_0$ above). That is nearly
 #   automatic, because local training fits the local data. The clients then keep their own weights
 #   with a pull of 0.1, drift apart, and the average of their parameters is a poor policy. The
 #   theory notebook warned about this for parameter averaging. The expert client's *own* policy
@@ -239,7 +239,7 @@ ledger.table()
 #   relaxed pull shows in rounds 5-8 (Figure 4), after the window was declared.
 # - **The stress test is inconclusive, because its precondition fails (p2).** Trained without the
 #   behaviour-cloning term, the medium client (400 transitions) does stray from its data ($PI
-#   pprox 1.6$ against 0.3 for the expert), but its critic does not flatter it: its $J$ stays far
+#   \approx 1.6$ against 0.3 for the expert), but its critic does not flatter it: its $J$ stays far
 #   below the expert's ($-17.4$ against $-3.8$ in the last round; p2 = $-9.9$, $-17.8$, $-13.6$).
 #   The digest's pilot saw the same. Both weightings therefore down-weight it. The combined weights
 #   do beat FEDORA by 205, 204 and 346 in this variant, but not for the paper's reason: FEDORA's
@@ -262,7 +262,7 @@ ledger.table()
 # - **Networks and budget.** 32-32 networks instead of 256-256, learning rate $3\cdot10^{-3}$
 #   instead of $3\cdot10^{-4}$, 12 rounds of 200 local steps instead of 1000 rounds of 380; FEDORA
 #   is still improving in the last rounds (Figure 1). All federations get the same budget. With
-#   converged critics the Q-values differ by hundreds, FEDORA's softmax with $eta = 0.1$ becomes
+#   converged critics the Q-values differ by hundreds, FEDORA's softmax with $\beta = 0.1$ becomes
 #   sharp, and the combined weights' head start (m2) should matter less. So m1 is an upper bound
 #   for what the weighting adds at a longer budget, not a lower one.
 # - **The paper's formulas.** The inconsistency, the scaling factor, the temperature and the

@@ -303,7 +303,7 @@ ledger.report()
 #   2.27, 1.99), while LM's error at $t = 0.1$ drops *below* DSM's on two seeds (0.72 against 0.75,
 #   0.68 against 0.74). Nor does capacity: a trunk of width 128 gives 1.64 on seed 0. The cause is the
 #   likelihood weighting itself. The score's term in LM's loss is weighted by
-#   $\sigma^2_{t|s} / (1 - arlpha_t)$; averaged over the training step sizes $1/N$,
+#   $\sigma^2_{t|s} / (1 - \bar\alpha_t)$; averaged over the training step sizes $1/N$,
 #   $N \in \{5, 10, 20, 50, 200\}$, that is 0.76 at $t = 0.05$, 0.64 at $t = 0.1$ and 0.44 at
 #   $t = 0.3$, where DSM weights every $t$ alike. So LM spends its network on small $t$ at the cost
 #   of $t = 0.3$. Changing that weighting would change the method, so this revision keeps it, and p1

@@ -154,12 +154,12 @@ ledger.report()
 #   point-level sIB (declared: at least 0.02 above), and its ACC (0.686) is 0.124, 0.106 and 0.112
 #   below the best baseline (declared: above it). On this toy our reading of the abstract does not
 #   cluster more accurately than single-granularity methods.
-# - **The balls are not what limits it.** With $	heta = 0.9$ the balls number 28.7 on average
+# - **The balls are not what limits it.** With $\theta = 0.9$ the balls number 28.7 on average
 #   (1.6% of the samples, measurement m3), and labelling every ball with its true majority class would
 #   reach an accuracy of 0.839 on average (Figure 3), above point-level sIB's 0.80. The loss happens in the
 #   ball-level IB: about 30 heavy items for 10 clusters leave draw-and-merge few moves, and because the
 #   balls are cut along K-means pseudo-labels, clustering them lands near K-means' own accuracy (0.69
-#   against 0.68). Raising $	heta$ hardly adds balls (33 at $	heta = 0.98$): the rule that a split
+#   against 0.68). Raising $\theta$ hardly adds balls (33 at $\theta = 0.98$): the rule that a split
 #   must raise the size-weighted purity stops splitting first.
 # - **The efficiency claim holds by a wide margin.** The IB phase on balls is roughly 40 to 180 times
 #   faster than on points on every seed (declared: at least 3x). These are wall-clock ratios of a

@@ -82,9 +82,25 @@ def fingerprint(slug: str) -> str:
     return digest.hexdigest()
 
 
+def code_text(path: Path) -> bytes:
+    """What of a source can change a number: a notebook's py:percent twin without its markdown cells
+    (prose); any other file whole."""
+    text = _text(path)
+    if path.suffix != ".py" or path.parent.parent.name != "notebooks":
+        return text
+    kept, prose = [], False
+    for line in text.decode().splitlines(keepends=True):
+        if line.startswith("# %%"):
+            prose = "[markdown]" in line or "[md]" in line
+        if not prose:
+            kept.append(line)
+    return "".join(kept).encode()
+
+
 def source_hashes(slug: str) -> dict[str, str]:
-    """Each of the chapter's sources (path relative to the repository) -> sha256 of its text: what
-    :func:`fingerprint` summarises, kept so that a stale result can name the files that changed."""
+    """Each of the chapter's sources (path relative to the repository) -> sha256 of its code
+    (:func:`code_text`): kept in a results record so that a stale result names the files whose code
+    changed, and a change of prose alone can be told apart (it needs no re-run)."""
     root = require_repo_root()
-    return {path.relative_to(root).as_posix(): hashlib.sha256(_text(path)).hexdigest()
+    return {path.relative_to(root).as_posix(): hashlib.sha256(code_text(path)).hexdigest()
             for path in chapter_sources(slug)}

@@ -54,9 +54,15 @@ def committed_results() -> dict[str, dict]:
     return {p.stem: read_results(p) for p in sorted(results_dir().glob("*.json"))}
 
 
+# What a re-judgement may follow: the declarations and the judging code, never the code that measures
+# (a notebook's prose is not hashed per file, so it may change too).
+REJUDGE_MAY_CHANGE = ("notebooks/{slug}/chapter.yml", "lib/replib/core/ledger.py", "lib/replib/core/fingerprint.py")
+
+
 def changed_sources(slug: str, data: dict) -> list[str]:
-    """The chapter's source files whose text differs from what produced ``data`` (named where the
-    record keeps per-file hashes; else the fingerprint alone says that something changed)."""
+    """The chapter's source files whose code differs from what produced ``data`` (named where the
+    record keeps per-file hashes, in which a notebook's prose does not count; else the fingerprint
+    alone says that something changed)."""
     if data.get("fingerprint") == fingerprint(slug):
         return []
     stored = data.get("sources")
@@ -74,8 +80,14 @@ def stale_results() -> list[str]:
         if slug not in valid:
             stale.append(f"{slug}.json: no chapter named {slug!r}")
         elif data["fingerprint"] != fingerprint(slug):
-            stale.append(f"{slug}.json: sources changed since it was produced ({', '.join(changed_sources(slug, data))}; "
-                         f"re-run: replib run {slug} --profile book --update-results)")
+            changed = changed_sources(slug, data)
+            allowed = {f.format(slug=slug) for f in REJUDGE_MAY_CHANGE}
+            if changed and not set(changed) <= allowed:
+                stale.append(f"{slug}.json: sources changed since it was produced ({', '.join(changed)}; "
+                             f"re-run: replib run {slug} --profile book --update-results)")
+            else:
+                stale.append(f"{slug}.json: only prose, declarations or the judging code changed "
+                             f"({', '.join(changed) or 'notebook prose'}; re-judge: replib rejudge {slug})")
     return stale
 
 
@@ -89,10 +101,6 @@ def rejudged(slug: str, data: dict) -> dict:
                          f"stored ones ({', '.join(stored)}): a new or renamed claim needs a new run")
     values = {cid: list(c["values"]) for cid, c in stored.items()}
     return {**data, "claims": judge_claims(declared, values, data["profile"])}
-
-
-# What a re-judgement may follow: the declarations and the judging code, never the code that measures.
-REJUDGE_MAY_CHANGE = ("notebooks/{slug}/chapter.yml", "lib/replib/core/ledger.py", "lib/replib/core/fingerprint.py")
 
 
 def rejudge_committed(slug: str) -> Path:
