@@ -13,7 +13,7 @@ TORCH_INDEX ?=
 MATHJAX_VERSION := 3.2.2
 MATHJAX_DIR := $(VENV)/mathjax
 
-.PHONY: setup test unit smoke book run scoreboard check sync lint clean
+.PHONY: setup test unit smoke replay-one replay book run scoreboard check sync lint clean
 
 setup: $(SETUP_STAMP)
 
@@ -28,7 +28,7 @@ $(SETUP_STAMP): pyproject.toml requirements-lock.txt
 	else echo "warning: npm not found: the book will load MathJax from its CDN (formulas need the network)"; fi
 	touch $(SETUP_STAMP)
 
-test: unit smoke            ## unit and structure tests, every notebook at smoke, the book build
+test: unit smoke replay-one ## unit and structure tests, every notebook at smoke, the book build, one replayed seed
 
 unit: setup
 	$(VENV)/bin/ruff check lib tests notebooks tools
@@ -36,6 +36,12 @@ unit: setup
 
 smoke: setup
 	$(REPLIB) smoke
+
+replay-one: setup          ## re-run one committed seed of the cheapest chapter; its values must be the committed ones
+	$(REPLIB) replay --cheapest
+
+replay: setup              ## re-run one committed seed of every chapter (about a third of `make book`)
+	$(REPLIB) replay --all
 
 book: setup                 ## execute every notebook at the book profile (cached) and build _build/html
 	$(REPLIB) book

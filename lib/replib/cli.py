@@ -3,6 +3,7 @@
     replib run bidprice_routing --profile book --seeds 5 6 7 --out runs/x -p arrival_steps=400
     replib scoreboard | replib check | replib list | replib params foam --profile paper
     replib rejudge --all                (judge committed values again after a ledger or declaration change)
+    replib replay foam --seed 1         (re-run a committed seed and compare every claim value)
     replib book | replib smoke          (what `make book` and `make test` call)
     replib sync                         (after editing a notebook's .py: Colab cell and .ipynb twin)
     replib student foam --out handout   (notebooks with the exercise answers replaced by stubs)
@@ -333,6 +334,39 @@ def cmd_check(args) -> int:
     return 1 if problems else 0
 
 
+def cmd_replay(args) -> int:
+    """Re-run one committed seed of each chapter named and compare every per-seed claim value."""
+    from .replay import cheapest_chapter, run_replay
+
+    slugs = chapter_slugs() if args.all else [cheapest_chapter()] if args.cheapest else args.chapters
+    if not slugs:
+        raise UsageError("name at least one chapter, --cheapest or --all; valid chapters: " + ", ".join(chapter_slugs()))
+    if args.seed is not None and len(slugs) > 1:
+        raise UsageError("--seed names a seed of one chapter: name one chapter")
+    try:
+        for slug in slugs:
+            check_slug(slug)
+    except ValueError as err:
+        raise UsageError(str(err)) from err
+    failed = []
+    for slug in slugs:
+        try:
+            seed, rows = run_replay(slug, args.seed, args.out)
+        except ValueError as err:
+            raise UsageError(str(err)) from err
+        differ = [r for r in rows if r["status"] not in ("same", "skipped (wall clock)")]
+        width = max(len(r["claim"]) for r in rows)
+        print(f"{slug}: seed {seed} replayed, {len(rows) - len(differ)} of {len(rows)} claim values as committed")
+        for r in rows:
+            if r["status"] != "same":
+                print(f"  {r['claim']:<{width}}  committed {r['committed']!r}  replayed {r['replayed']!r}  {r['status']}")
+        if differ:
+            failed.append(slug)
+    if failed:
+        print(f"replay: committed results differ from what the code gives in {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
 def cmd_rejudge(args) -> int:
     """Judge committed results again from their stored values (after a change of declarations or of
     the ledger), then regenerate the scoreboard."""
@@ -439,6 +473,14 @@ def build_parser() -> argparse.ArgumentParser:
     rejudge.add_argument("chapters", nargs="*", help="chapter slugs (see `replib list`)")
     rejudge.add_argument("--all", action="store_true", help="every chapter")
     rejudge.set_defaults(func=cmd_rejudge)
+    replay = sub.add_parser("replay", help="re-run one committed seed at the book profile and compare every "
+                            "per-seed claim value with the committed one (exit 1 on a difference)")
+    replay.add_argument("chapters", nargs="*", help="chapter slugs (see `replib list`)")
+    replay.add_argument("--all", action="store_true", help="every chapter")
+    replay.add_argument("--cheapest", action="store_true", help="the chapter with the cheapest seed")
+    replay.add_argument("--seed", type=int, help="the committed seed to replay (default: the first)")
+    replay.add_argument("--out", help="keep the executed notebook and results here (default: a scratch folder)")
+    replay.set_defaults(func=cmd_replay)
     sub.add_parser("list", help="chapters, claims and verdicts").set_defaults(func=cmd_list)
     book = sub.add_parser("book", help="execute (cached) and build the HTML book")
     book.add_argument("--profile", default="book", choices=PROFILES)
