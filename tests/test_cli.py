@@ -62,7 +62,11 @@ def test_bad_requests_exit_2_naming_the_valid_choices(argv, message, capsys):
 
 
 def test_check_sees_stale_results_and_exits_1(monkeypatch, capsys):
+    from replib.core.results import source_hashes
+
     monkeypatch.setattr("replib.core.results.fingerprint", lambda slug: "a source changed")
+    monkeypatch.setattr("replib.core.results.source_hashes",
+                        lambda slug: {**source_hashes(slug), f"lib/replib/papers/{slug}/method.py": "edited"})
     assert main(["check"]) == 1
     out = capsys.readouterr().out
     assert "bidprice_routing.json: sources changed since it was produced" in out
@@ -141,3 +145,163 @@ def test_params_prints_each_parameter_with_its_type_default_and_meaning(capsys):
     assert steps.split()[:5] == ["steps", "int", "60", ">=", "1"] and "training steps" in steps
     assert main(["params", "foam", "--profile", "quick"]) == 2
     assert "valid profiles: smoke, book, paper" in capsys.readouterr().err
+
+
+# ---- the batch runner as re-runners expect (issue 45) ----------------------------------------------
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["run", "bidprice_routing", "-p", "seeds=[0,0]"], "--seeds names a seed twice: 0 0"),
+    (["run", "bidprice_routing", "-p", "seeds=[]"], "seeds must be a non-empty list of whole numbers"),
+    (["run", "bidprice_routing", "--seeds", "1", "-p", "seeds=[2]"], "seeds given twice"),
+    (["run", "bidprice_routing", "--profile", "smoke", "-p", "profile=paper"],
+     "-p profile=paper conflicts with --profile smoke"),
+])
+def test_seeds_and_profile_given_the_wrong_way_are_refused(argv, message, capsys, tmp_path):
+    assert main(argv + ["--out", str(tmp_path)]) == 2
+    assert message in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
+
+
+def test_numbers_yaml_reads_as_strings_are_numbers():
+    assert parse_assignments(["lr=1e-4", "x=-2.5E3", "name=1e-4x", "n=7"]) == {
+        "lr": 1e-4, "x": -2500.0, "name": "1e-4x", "n": 7}
+
+
+@pytest.mark.parametrize("out", ["/proc/nope", "FILE/sub"])
+def test_an_output_folder_that_cannot_be_written_is_refused_first(out, tmp_path, capsys, monkeypatch):
+    (tmp_path / "FILE").write_text("a file")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("replib.cli.run_chapter", lambda *a, **k: pytest.fail("nothing may run"))
+    assert main(["run", "bidprice_routing", "--profile", "smoke", "--out", out]) == 2
+    assert f"--out {out}: cannot write there" in capsys.readouterr().err
+
+
+def test_a_folder_holding_a_run_is_refused_unless_forced_and_runs_never_mix(tmp_path, monkeypatch, capsys):
+    def fake_run(slug, profile, params, out, on_notebook=None, cell_progress=False):
+        folder = tmp_path / slug
+        folder.mkdir(exist_ok=True)
+        (folder / f"{params['seeds'][0]}.marker").write_text("x")
+        for stem in NOTEBOOKS:
+            on_notebook(slug, stem)
+        return _fake_results(slug, profile)
+
+    monkeypatch.setattr("replib.cli.run_chapter", fake_run)
+    argv = ["run", "foam", "--profile", "smoke", "--out", str(tmp_path), "--seeds"]
+    assert main(argv + ["1"]) == 0
+    assert "  foam/03_experiment done" in capsys.readouterr().out  # plain lines when stderr is no terminal
+    assert main(argv + ["2"]) == 2
+    assert "already holds a run of foam: choose another folder, or add --force" in capsys.readouterr().err
+    assert main(argv + ["2", "--force"]) == 0
+    assert sorted(p.name for p in (tmp_path / "foam").iterdir()) == ["2.marker"]  # the old run is gone
+
+
+def test_a_failing_notebook_is_named_with_its_cell_and_executed_copy(tmp_path, monkeypatch):
+    import nbformat
+
+    from replib.runner import NotebookFailed, execute_notebook
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1"),
+                                         nbformat.v4.new_code_cell("raise ValueError('planted')")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    source = tmp_path / "03_experiment.ipynb"
+    nbformat.write(nb, source)
+    monkeypatch.setattr("replib.runner.notebook_path", lambda slug, stem: source)
+    with pytest.raises(NotebookFailed) as err:
+        execute_notebook("foam", "03_experiment", "smoke", {}, tmp_path / "out")
+    message = str(err.value)
+    assert "foam/03_experiment failed in cell [2] with ValueError: planted" in message
+    assert str(tmp_path / "out" / "03_experiment.ipynb") in message
+
+
+@pytest.fixture
+def results_with_a_truncated_file(tmp_path, monkeypatch):
+    import shutil
+
+    from replib.core.results import results_dir
+
+    for path in results_dir().glob("*.json"):
+        shutil.copy(path, tmp_path / path.name)
+    (tmp_path / "foam.json").write_text((tmp_path / "foam.json").read_text()[:500])
+    data = json.loads((tmp_path / "sgb_ib.json").read_text())
+    del data["claims"][0]["verdict"]
+    (tmp_path / "sgb_ib.json").write_text(json.dumps(data))
+    monkeypatch.setattr("replib.core.results.results_dir", lambda: tmp_path)
+    return tmp_path
+
+
+def test_one_unreadable_results_file_is_one_line_and_blocks_nothing_else(results_with_a_truncated_file, capsys):
+    folder = results_with_a_truncated_file
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert f"{folder / 'foam.json'}: not a readable results file" in out and "Traceback" not in out
+    assert "mwcp_pruning:" in out and "c1a_beats_random_30" in out  # the other chapters are still listed
+    sgb = out[out.index("sgb_ib:"):]
+    assert "no verdict stored" in sgb.splitlines()[1]  # a claim without its verdict does not crash list
+    assert main(["check"]) == 1
+    out = capsys.readouterr().out
+    assert f"{folder / 'foam.json'}: not a readable results file" in out
+    assert "sgb_ib.json: p1_sib_learns stores verdict" in out  # check flags the missing verdict
+    assert main(["scoreboard"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "foam.json: not a readable results file" in err
+
+
+def test_list_and_params_work_from_an_installed_package(monkeypatch, capsys):
+    """As in Colab: chapter.yml files ship in the wheel, the notebooks and results do not."""
+    from replib.core.paths import require_repo_root
+
+    for module in ("replib.cli", "replib.runner"):
+        monkeypatch.setattr(f"{module}.repo_root", lambda: None)
+
+    def no_clone():
+        with monkeypatch.context() as m:
+            m.setattr("replib.core.paths.repo_root", lambda: None)
+            return require_repo_root()
+
+    monkeypatch.setattr("replib.core.results.require_repo_root", no_clone)
+    assert main(["list"]) == 0
+    assert "no results here (not a clone of the book)" in capsys.readouterr().out
+    assert main(["params", "foam"]) == 0
+    assert "profile" in capsys.readouterr().out
+    assert main(["check"]) == 2
+    err = capsys.readouterr().err
+    assert "this command needs a clone" in err and err.count("\n") == 1
+
+
+def test_student_refuses_a_file_and_existing_handouts_unless_forced(tmp_path, capsys):
+    (tmp_path / "f.txt").write_text("x")
+    assert main(["student", "mwcp_pruning", "--out", str(tmp_path / "f.txt")]) == 2
+    assert "is a file, not a folder" in capsys.readouterr().err
+    out = tmp_path / "h"
+    assert main(["student", "mwcp_pruning", "--out", str(out)]) == 0
+    edited = out / "mwcp_pruning" / "02_implementation.ipynb"
+    edited.write_text(edited.read_text() + " ")
+    assert main(["student", "mwcp_pruning", "--out", str(out)]) == 2
+    assert "already holds hand-outs" in capsys.readouterr().err and edited.read_text().endswith(" ")
+    assert main(["student", "mwcp_pruning", "--out", str(out), "--force"]) == 0
+    assert not edited.read_text().endswith(" ")
+    assert main(["student", "--out", str(out)]) == 2
+
+
+def test_diff_sets_a_run_beside_the_book(tmp_path, capsys):
+    from replib.core.ledger import read_json, write_json_atomic
+    from replib.core.results import rejudged, results_dir
+
+    run = read_json(results_dir() / "foam.json")
+    run["claims"] = [{**c, "values": [v * 10 for v in c["values"]]} for c in run["claims"]]
+    run = rejudged("foam", {**run, "seeds": [5, 6, 7]})
+    write_json_atomic(tmp_path / "foam" / "foam.json", run)
+    assert main(["diff", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "foam (run: profile book, seeds [5, 6, 7]; book: profile book, seeds [0, 1, 2])" in out
+    assert "VERDICT DIFFERS" in out and "c1a_foam_vs_f10_loss" in out
+    assert main(["diff", str(tmp_path / "empty")]) == 2
+
+
+def test_version(capsys):
+    from replib import __version__
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0 and capsys.readouterr().out.strip() == f"replib {__version__}"

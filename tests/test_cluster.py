@@ -71,7 +71,7 @@ def test_a_loopback_cluster_gives_the_plain_runs_values(tmp_path, capsys):
 
 def test_a_failed_task_is_named_and_no_partial_results_are_merged(tmp_path, capsys, monkeypatch):
     # a bad value that reaches the workers (here by switching off the check that refuses it up front)
-    monkeypatch.setattr("replib.cli.check_types", lambda *args: None)
+    monkeypatch.setattr("replib.runner.check_types", lambda *args: None)
     argv = ["run", "bidprice_routing", "--profile", "smoke", "--seeds", "0", "1", "-p", "arrival_steps=-5",
             "--out", str(tmp_path), "--scheduler", "local:2"]
     assert main(argv) == 1

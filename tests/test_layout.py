@@ -111,3 +111,22 @@ def test_the_docs_name_exactly_the_chapters_that_use_a_gpu():
              if any("model_device(" in p.read_text(encoding="utf-8") for p in (PAPERS / slug).glob("*.py"))}
     assert listed == using, f"docs list but code does not use: {sorted(listed - using)}; " \
                             f"code uses but docs do not list: {sorted(using - listed)}"
+
+
+def test_license_and_citation_match_the_package():
+    """Instructors hand out copies: the licence is the one pyproject declares, and the citation's
+    version and repository are the package's and the book's."""
+    import re
+
+    import yaml
+
+    from replib import __version__
+
+    root = Path(__file__).resolve().parents[1]
+    pyproject = (root / "pyproject.toml").read_text()
+    assert re.search(r'^license = "MIT"$', pyproject, re.M) and (root / "LICENSE").read_text().startswith("MIT License")
+    citation = yaml.safe_load((root / "CITATION.cff").read_text())
+    config = yaml.safe_load((root / "_config.yml").read_text())
+    assert str(citation["version"]) == __version__
+    assert re.search(rf'^version = "{re.escape(__version__)}"$', pyproject, re.M)
+    assert citation["repository-code"] == config["repository"]["url"] and citation["license"] == "MIT"

@@ -57,7 +57,7 @@ def committed_copy(tmp_path, monkeypatch):
         write_json_atomic(out_dir / f"{slug}.json", record)
         return 1.0
 
-    monkeypatch.setattr("replib.cli.execute_notebook", fake_execute)
+    monkeypatch.setattr("replib.replay.execute_notebook", fake_execute)
     return tmp_path / f"{SLUG}.json"
 
 

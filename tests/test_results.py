@@ -17,6 +17,7 @@ from replib.core.results import (
     inconsistent_results,
     intro_markdown,
     margin,
+    readme_markdown,
     scoreboard_markdown,
     stale_results,
 )
@@ -89,7 +90,7 @@ def test_a_consistent_hand_edit_of_a_verdict_is_caught(monkeypatch):
     edited = {**data, "claims": [{**c, "verdict": "holds"} if i == 0 else
                                  {k: v for k, v in c.items() if k != "label"} if i == 1 else c
                                  for i, c in enumerate(data["claims"])]}
-    monkeypatch.setattr("replib.core.results.committed_results", lambda: {slug: edited})
+    monkeypatch.setattr("replib.core.results.committed_results", lambda **_: {slug: edited})
     problems = inconsistent_results()
     if data["claims"][0]["verdict"] != "holds":
         assert any(data["claims"][0]["id"] in p and "verdict" in p for p in problems)
@@ -104,6 +105,8 @@ def test_scoreboard_is_regenerated():
     assert (ROOT / "book" / "scoreboard.md").read_text() == scoreboard_markdown(), "run `replib scoreboard`"
     intro = (ROOT / "book" / "intro.md").read_text()
     assert intro == intro_markdown(intro), "the intro's chapter list is stale: run `replib scoreboard`"
+    readme = (ROOT / "README.md").read_text()
+    assert readme == readme_markdown(readme), "the README's chapter list is stale: run `replib scoreboard`"
     assert (ROOT / "book" / FIGURE).is_file()
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import http.server
 import shutil
+import sys
 import threading
 from pathlib import Path
 from urllib.parse import urlparse
@@ -43,6 +44,15 @@ def missing_requirement() -> str | None:
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args) -> None:
         pass
+
+
+class _QuietServer(http.server.ThreadingHTTPServer):
+    """The page server: a browser closing a connection mid-transfer (it often does when a page is
+    closed) is not a problem of the book, so it prints no traceback."""
+
+    def handle_error(self, request, client_address) -> None:
+        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            super().handle_error(request, client_address)
 
 
 # What one loaded page shows, read after MathJax (if the page loads it) has finished typesetting.
@@ -126,7 +136,7 @@ def check_book(html_dir: Path) -> dict[str, list[str]]:
                    if p.name not in SKIPPED_PAGES and "_static" not in p.parts and "_sources" not in p.parts
                    and 'http-equiv="refresh"' not in p.read_text(encoding="utf-8", errors="replace")[:2000].lower())
     handler = functools.partial(_QuietHandler, directory=str(html_dir))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server = _QuietServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{server.server_address[1]}"
     report: dict[str, list[str]] = {}

@@ -7,171 +7,41 @@
     replib book | replib smoke          (what `make book` and `make test` call)
     replib sync                         (after editing a notebook's .py: Colab cell and .ipynb twin)
     replib student foam --out handout   (notebooks with the exercise answers replaced by stubs)
+    replib diff runs/x                  (a run's claims beside the committed ones)
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
-import yaml
-
+from . import __version__
 from .core.fingerprint import NOTEBOOKS
 from .core.ledger import (
     format_interval,
     format_value,
     format_verdict,
-    read_json,
-    validate_seeds,
+    verdict_word,
     violated_checks,
     write_json_atomic,
 )
-from .core.paths import chapter_slugs, check_slug, load_chapter, require_repo_root
+from .core.paths import chapter_slugs, check_slug, load_chapter, repo_root, require_repo_root
 from .core.profiles import PROFILES
+from .runner import (
+    UsageError,
+    check_confirmatory,
+    experiment_module,
+    experiment_parameters,
+    parse_assignments,
+    plan_run,
+    prepare_out,
+    profile_seeds,
+    run_chapter,
+)
 
 EXIT_USAGE = 2
-# The kernel process's own log lines ("running over TCP without encryption": kernel and papermill
-# talk over loopback; "KeyboardInterrupt caught in kernel" as it shuts down) are not the reader's
-# concern. The notebooks' warnings and errors still show, and a failing cell still fails the run.
-KERNEL_QUIET = ["--IPKernelApp.log_level=CRITICAL"]
-
-
-class UsageError(Exception):
-    """A bad chapter, profile or parameter: refused before anything runs (exit 2)."""
-
-
-def parse_assignments(pairs: list[str]) -> dict:
-    """-p NAME=VALUE pairs; VALUE is read as YAML (5000 -> int, 0.5 -> float, [1, 2] -> list)."""
-    params = {}
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        if not sep or not name.isidentifier():
-            raise UsageError(f"-p expects NAME=VALUE, got {pair!r}")
-        params[name] = yaml.safe_load(value)
-    return params
-
-
-def notebook_path(slug: str, stem: str) -> Path:
-    return require_repo_root() / "notebooks" / slug / f"{stem}.ipynb"
-
-
-def experiment_parameters(slug: str) -> dict:
-    """The experiment notebook's parameters (name -> inferred default), as papermill reads them."""
-    import papermill
-
-    return papermill.inspect_notebook(str(notebook_path(slug, "03_experiment")))
-
-
-def plan_run(slug: str, profile: str, seeds: list[int] | None, overrides: dict) -> dict:
-    """Check a chapter's run before anything executes; return the parameters to inject."""
-    try:
-        check_slug(slug)
-    except ValueError as err:
-        raise UsageError(str(err)) from err
-    if profile not in PROFILES:
-        raise UsageError(f"unknown profile {profile!r}; valid profiles: {', '.join(PROFILES)}")
-    params = dict(overrides, profile=profile)
-    if seeds is not None:
-        if len(set(seeds)) != len(seeds):
-            raise UsageError(f"--seeds names a seed twice: {' '.join(map(str, seeds))}")
-        params["seeds"] = list(seeds)
-    valid = experiment_parameters(slug)
-    unknown = sorted(set(params) - set(valid))
-    if unknown:
-        raise UsageError(f"{slug}: unknown parameter(s) {', '.join(unknown)}; "
-                         f"valid parameters: {', '.join(valid)}")
-    check_types(slug, profile, params)
-    return params
-
-
-def check_types(slug: str, profile: str, params: dict) -> None:
-    """Refuse a value whose type differs from the profile's default (``-p steps=abc`` where steps is
-    an int) or that lies outside the chapter's EXPERIMENT_BOUNDS (``-p steps=-5``), as the
-    experiment's own :func:`replib.core.profiles.configure` would, but before any notebook runs."""
-    import importlib
-
-    from .core.profiles import configure
-
-    module = importlib.import_module(f"replib.papers.{slug}.experiment")
-    settings = {k: v for k, v in params.items() if k != "profile"}
-    try:
-        configure(module.EXPERIMENT_PROFILES, profile, getattr(module, "EXPERIMENT_BOUNDS", None), **settings)
-    except (TypeError, ValueError) as err:
-        raise UsageError(f"{slug}: {err}") from err
-
-
-def book_seeds(slug: str) -> list[int]:
-    """The seeds the chapter's book profile runs by default."""
-    import importlib
-
-    return list(importlib.import_module(f"replib.papers.{slug}.experiment").EXPERIMENT_PROFILES["book"]["seeds"])
-
-
-def check_confirmatory(slug: str, seeds: list[int]) -> None:
-    """Committed results come only from the confirmatory seeds the chapter declared before the run."""
-    try:
-        declared = validate_seeds(load_chapter(slug))
-    except ValueError as err:
-        raise UsageError(f"{slug}: {err}") from err
-    if sorted(seeds) != sorted(declared):
-        raise UsageError(f"{slug}: --update-results commits confirmatory results: run the seeds declared in "
-                         f"chapter.yml (--seeds {' '.join(map(str, declared))}), not {seeds}")
-
-
-def _cells_seconds(path: Path) -> float:
-    """A notebook's own run time: the sum of its cells' execution times, as papermill recorded them."""
-    import nbformat
-
-    nb = nbformat.read(path, as_version=4)
-    return round(sum(c.metadata.get("papermill", {}).get("duration") or 0.0 for c in nb.cells), 2)
-
-
-def execute_notebook(slug: str, stem: str, profile: str, params: dict | None, out_dir: Path,
-                     cell_progress: bool = False) -> float:
-    """Execute one notebook of a chapter with papermill into ``out_dir/<stem>.ipynb`` at ``profile``
-    (the experiment's ledger writes its results JSON into ``out_dir``); return its cells' seconds.
-    ``cell_progress`` shows papermill's per-cell progress bar (for runs in this terminal)."""
-    import papermill
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    from .book import unattended_env
-
-    os.environ.update(unattended_env(REPLIB_PROFILE=profile, REPLIB_RESULTS_DIR=str(out_dir)))
-    executed = out_dir / f"{stem}.ipynb"
-    papermill.execute_notebook(
-        str(notebook_path(slug, stem)), str(executed), kernel_name="python3",
-        progress_bar={"desc": f"  {slug}/{stem}", "leave": False} if cell_progress else False,
-        parameters=params, cwd=str(notebook_path(slug, stem).parent), extra_arguments=KERNEL_QUIET)
-    return _cells_seconds(executed)
-
-
-def run_chapter(slug: str, profile: str, params: dict, out: str, on_notebook=None,
-                cell_progress: bool = False) -> dict:
-    """Execute the chapter's three notebooks with papermill into <out>/<slug>/ and return its results.
-
-    The theory and implementation notebooks get the profile only (their parameters cell); the
-    experiment gets `params`.
-    The experiment's ledger writes <out>/<slug>/<slug>.json; this adds each notebook's run time.
-    """
-    out_dir = Path(out).resolve() / slug
-    results_file = out_dir / f"{slug}.json"
-    results_file.unlink(missing_ok=True)
-    runtimes = {}
-    for stem in NOTEBOOKS:
-        runtimes[stem] = execute_notebook(slug, stem, profile,
-                                          params if stem == "03_experiment" else {"profile": profile}, out_dir,
-                                          cell_progress)
-        if on_notebook:
-            on_notebook(slug, stem)
-    if not results_file.is_file():
-        raise RuntimeError(f"{slug}: the experiment ran but wrote no {results_file.name} (ledger.save())")
-    results = read_json(results_file)
-    results["runtime_s"] = runtimes
-    write_json_atomic(results_file, results)
-    return results
 
 
 def claims_table(results: dict) -> str:
@@ -194,17 +64,31 @@ def claims_table(results: dict) -> str:
     return "\n".join([header] + lines)
 
 
-def _run_here(plans: dict, args) -> tuple[dict, dict]:
-    """Every chapter in this machine's processes (`--jobs` at once), all seeds in one experiment run."""
+def _bar(total: int, desc: str):
+    """A progress bar in a terminal; in a log (stderr not a terminal) plain lines, printed by the caller."""
     from tqdm import tqdm
 
+    return tqdm(total=total, desc=desc, unit="nb", disable=not sys.stderr.isatty())
+
+
+def _done(slug: str, stem: str) -> None:
+    if not sys.stderr.isatty():
+        print(f"  {slug}/{stem} done", flush=True)
+
+
+def _run_here(plans: dict, args) -> tuple[dict, dict]:
+    """Every chapter in this machine's processes (`--jobs` at once), all seeds in one experiment run."""
     results, failed = {}, {}
-    with tqdm(total=len(plans) * len(NOTEBOOKS), desc="notebooks", unit="nb") as bar:
+    with _bar(len(plans) * len(NOTEBOOKS), "notebooks") as bar:
         if args.jobs == 1:
             for slug, params in plans.items():
+                def step(slug, stem):
+                    bar.update()
+                    _done(slug, stem)
+
                 try:
-                    results[slug] = run_chapter(slug, args.profile, params, args.out,
-                                                on_notebook=lambda *_: bar.update(), cell_progress=True)
+                    results[slug] = run_chapter(slug, args.profile, params, args.out, on_notebook=step,
+                                                cell_progress=sys.stderr.isatty())
                 except Exception as err:  # report every chapter, then fail
                     failed[slug] = err
         else:
@@ -214,6 +98,7 @@ def _run_here(plans: dict, args) -> tuple[dict, dict]:
                     slug = futures[future]
                     try:
                         results[slug] = future.result()
+                        _done(slug, "all notebooks")
                     except Exception as err:
                         failed[slug] = err
                     bar.update(len(NOTEBOOKS))
@@ -222,12 +107,10 @@ def _run_here(plans: dict, args) -> tuple[dict, dict]:
 
 def _run_on_scheduler(plans: dict, args) -> tuple[dict, dict]:
     """Every chapter over a Dask cluster, the experiment once per seed (see replib.cluster)."""
-    from tqdm import tqdm
-
-    from .cluster import profile_seeds, run_on_cluster
+    from .cluster import run_on_cluster
 
     tasks = sum(len(NOTEBOOKS) - 1 + len(p.get("seeds") or profile_seeds(s, args.profile)) for s, p in plans.items())
-    with tqdm(total=tasks, desc="notebooks (the experiment once per seed)", unit="nb") as bar:
+    with _bar(tasks, "notebooks (the experiment once per seed)") as bar:
         return run_on_cluster(plans, args.profile, args.out, args.scheduler, progress=bar.update)
 
 
@@ -236,14 +119,12 @@ def cmd_run(args) -> int:
     if not slugs:
         raise UsageError("name at least one chapter, or --all; valid chapters: " + ", ".join(chapter_slugs()))
     overrides = parse_assignments(args.param or [])
-    if Path(args.out).exists() and not Path(args.out).is_dir():
-        raise UsageError(f"--out {args.out} is a file, not a folder")
     plans = {slug: plan_run(slug, args.profile, args.seeds, overrides) for slug in slugs}
     if args.update_results and args.profile != "book":
         raise UsageError("--update-results replaces the committed book-profile results: use --profile book")
     if args.update_results:
         for slug, params in plans.items():
-            check_confirmatory(slug, params.get("seeds") or book_seeds(slug))
+            check_confirmatory(slug, params.get("seeds") or profile_seeds(slug, "book"))
     if args.scheduler:
         from .cluster import parse_scheduler
 
@@ -254,7 +135,8 @@ def cmd_run(args) -> int:
         if args.update_results:
             raise UsageError("--update-results needs a run on this machine (its runtimes are the book's "
                              "budget): drop --scheduler")
-    print(f"writing the executed notebooks and results to {Path(args.out).resolve()}/<chapter>/")
+    out = prepare_out(args.out, slugs, args.force)
+    print(f"writing the executed notebooks and results to {out}/<chapter>/", flush=True)
     if args.scheduler:
         results, failed = _run_on_scheduler(plans, args)
     else:
@@ -281,11 +163,9 @@ def parameter_table(slug: str, profile: str) -> list[tuple[str, str, str, str, s
     """(name, type, default under ``profile``, allowed values, meaning) for each parameter of the
     chapter's experiment notebook: types and defaults from the chapter's EXPERIMENT_PROFILES, ranges
     from its EXPERIMENT_BOUNDS, meanings from the comments of the notebook's parameters cell."""
-    import importlib
-
     from .core.profiles import describe_bound
 
-    module = importlib.import_module(f"replib.papers.{check_slug(slug)}.experiment")
+    module = experiment_module(slug)
     defaults = module.EXPERIMENT_PROFILES[profile]
     bounds = {"seeds": (0, None), **getattr(module, "EXPERIMENT_BOUNDS", {})}
     rows = []
@@ -322,9 +202,14 @@ def cmd_scoreboard(args) -> int:
 
 
 def cmd_check(args) -> int:
-    from .core.results import inconsistent_results, stale_results, unconfirmed_results
+    from .core.results import (
+        inconsistent_results,
+        stale_results,
+        unconfirmed_results,
+        unreadable_results,
+    )
 
-    problems = stale_results() + inconsistent_results()
+    problems = unreadable_results() + stale_results() + inconsistent_results()
     for line in problems:
         print(line)
     if not problems:
@@ -388,17 +273,28 @@ def cmd_rejudge(args) -> int:
 
 
 def cmd_list(args) -> int:
-    from .core.results import committed_results
+    """Chapters, their declared claims and the committed verdicts. A results file that cannot be read
+    is named in one line and its chapter listed without verdicts; without a clone of the repository
+    (an installed wheel) the claims are listed without results."""
+    from .core.results import ResultsError, read_results, results_dir
 
-    results = committed_results()
     for slug in chapter_slugs():
         chapter = load_chapter(slug)
-        verdicts = {c["id"]: format_verdict(c["verdict"], c.get("seeds_needed"))
-                    + (f"; {c['label']}" if c.get("label") else "")
-                    for c in results.get(slug, {}).get("claims", [])}
         print(f"{slug}: {chapter.get('title', '')}")
+        missing = "no result yet"
+        claims = []
+        if repo_root() is None:
+            missing = "no results here (not a clone of the book)"
+        elif (results_dir() / f"{slug}.json").is_file():
+            try:
+                claims = read_results(results_dir() / f"{slug}.json")["claims"]
+            except ResultsError as err:
+                print(f"  {err}")
+                missing = "unreadable result"
+        verdicts = {c.get("id"): format_verdict(c.get("verdict", "no verdict stored"), c.get("seeds_needed"))
+                    + (f"; {c['label']}" if c.get("label") else "") for c in claims if isinstance(c, dict)}
         for claim in chapter.get("claims", []):
-            print(f"  {claim['id']:<22} {verdicts.get(claim['id'], 'no result yet'):<26} {claim['statement']}")
+            print(f"  {claim['id']:<22} {verdicts.get(claim['id'], missing):<26} {claim['statement']}")
     return 0
 
 
@@ -418,16 +314,79 @@ def cmd_sync(args) -> int:
 
 
 def cmd_student(args) -> int:
-    """Write student copies of a chapter's notebooks: exercise answers replaced by stubs."""
+    """Write student copies of chapters' notebooks: exercise answers replaced by stubs. Hand-outs that
+    already exist (perhaps edited by a student) are not overwritten without --force."""
     from .core.student import write_student_notebooks
 
+    slugs = chapter_slugs() if args.all else [args.chapter] if args.chapter else []
+    if not slugs:
+        raise UsageError("name a chapter, or --all; valid chapters: " + ", ".join(chapter_slugs()))
     try:
-        slug = check_slug(args.chapter)
+        for slug in slugs:
+            check_slug(slug)
     except ValueError as err:
         raise UsageError(str(err)) from err
-    for path in write_student_notebooks(require_repo_root() / "notebooks" / slug, Path(args.out) / slug):
-        print(path)
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {args.out} is a file, not a folder")
+    existing = [p for slug in slugs for p in sorted((out / slug).glob("0*.ipynb"))]
+    if existing and not args.force:
+        raise UsageError(f"--out {args.out} already holds hand-outs ({existing[0]}"
+                         f"{f' and {len(existing) - 1} more' if len(existing) > 1 else ''}): choose another "
+                         "folder, or add --force to overwrite them")
+    try:
+        for slug in slugs:
+            for path in write_student_notebooks(require_repo_root() / "notebooks" / slug, out / slug):
+                print(path)
+    except OSError as err:
+        raise UsageError(f"--out {args.out}: cannot write there ({err.strerror or err})") from err
     return 0
+
+
+def cmd_diff(args) -> int:
+    """A run's claims beside the committed ones: values, intervals, verdicts, and which verdicts differ."""
+    from .core.results import ResultsError, committed_results, read_results
+
+    folder = Path(args.run)
+    files = sorted(folder.glob("*.json")) + sorted(folder.glob("*/*.json"))
+    files = [f for f in files if f.stem in chapter_slugs() and f.parent.name in (f.stem, folder.name)]
+    if not folder.is_dir() or not files:
+        raise UsageError(f"{args.run}: no run results there (a folder written by `replib run --out`, or one "
+                         "chapter's folder inside it)")
+    committed = committed_results(skip_unreadable=True)
+    for path in files:
+        try:
+            run = read_results(path)
+        except ResultsError as err:
+            print(err)
+            continue
+        book = committed.get(run["slug"])
+        print(diff_table(run, book))
+        print()
+    return 0
+
+
+def diff_table(run: dict, book: dict | None) -> str:
+    """One run's claims beside the committed results of the same chapter (plain text)."""
+    theirs = {c["id"]: c for c in (book or {}).get("claims", [])}
+
+    def summary(c):
+        if c is None:
+            return ("", "", "not committed")
+        return (format_value(c["mean"], c["sd"]), format_interval(c["interval"]),
+                format_verdict(c["verdict"], c.get("seeds_needed")))
+
+    rows = [("claim", "run: value", "run: 95% interval", "run: verdict", "book: value", "book: 95% interval",
+             "book: verdict", "")]
+    for c in run["claims"]:
+        mine, other = summary(c), summary(theirs.get(c["id"]))
+        changed = theirs.get(c["id"]) is not None and verdict_word(c["verdict"]) != verdict_word(theirs[c["id"]]["verdict"])
+        rows.append((c["id"], *mine, *other, "VERDICT DIFFERS" if changed else ""))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+    where = (f"book: profile {book['profile']}, seeds {book['seeds']}" if book else "no committed results")
+    header = f"{run['slug']} (run: profile {run['profile']}, seeds {run['seeds']}; {where})"
+    return "\n".join([header] + lines)
 
 
 def cmd_book(args) -> int:
@@ -446,6 +405,7 @@ def cmd_smoke(args) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="replib", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"replib {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="execute chapters' notebooks with papermill and judge their claims")
     run.add_argument("chapters", nargs="*", help="chapter slugs (see `replib list`)")
@@ -454,6 +414,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seeds", type=int, nargs="+", help="seeds for the experiment (default: the profile's)")
     run.add_argument("-p", "--param", action="append", metavar="NAME=VALUE", help="override a parameter")
     run.add_argument("--out", default="runs/latest", help="output folder (default runs/latest)")
+    run.add_argument("--force", action="store_true",
+                     help="replace a previous run of the same chapters in --out (never mixed with it)")
     run.add_argument("--jobs", type=int, default=1, help="chapters run at once (default 1)")
     run.add_argument("--scheduler", metavar="SPEC",
                      help="spread the run over Dask: local[:N] (N loopback workers) or tcp://HOST:PORT; "
@@ -482,6 +444,9 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--out", help="keep the executed notebook and results here (default: a scratch folder)")
     replay.set_defaults(func=cmd_replay)
     sub.add_parser("list", help="chapters, claims and verdicts").set_defaults(func=cmd_list)
+    diff = sub.add_parser("diff", help="a run's claims beside the committed ones, and which verdicts differ")
+    diff.add_argument("run", help="a folder written by `replib run --out` (or one chapter's folder in it)")
+    diff.set_defaults(func=cmd_diff)
     book = sub.add_parser("book", help="execute (cached) and build the HTML book")
     book.add_argument("--profile", default="book", choices=PROFILES)
     book.set_defaults(func=cmd_book)
@@ -489,8 +454,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("sync", help="regenerate Colab cells and .ipynb twins from the .py notebooks").set_defaults(
         func=cmd_sync)
     student = sub.add_parser("student", help="student copies of a chapter: exercise answers replaced by stubs")
-    student.add_argument("chapter")
+    student.add_argument("chapter", nargs="?")
+    student.add_argument("--all", action="store_true", help="every chapter (a whole course)")
     student.add_argument("--out", default="runs/student", help="output folder (default runs/student)")
+    student.add_argument("--force", action="store_true", help="overwrite hand-outs already in --out")
     student.set_defaults(func=cmd_student)
     return parser
 
@@ -500,9 +467,19 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "jobs", 1) < 1:
         print("replib: --jobs must be at least 1", file=sys.stderr)
         return EXIT_USAGE
+    from .core.results import ResultsError
+
     try:
         return args.func(args)
     except UsageError as err:
+        print(f"replib: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except ResultsError as err:
+        print(f"replib: {err}", file=sys.stderr)
+        return 1
+    except RuntimeError as err:
+        if repo_root() is not None:  # the one RuntimeError said in a line: a command that needs a clone
+            raise
         print(f"replib: {err}", file=sys.stderr)
         return EXIT_USAGE
 

@@ -12,13 +12,11 @@ partial set. Dask is the optional extra ``cluster`` (``pip install -e '.[cluster
 from __future__ import annotations
 
 import contextlib
-import importlib
 from pathlib import Path
 
 from .core.fingerprint import NOTEBOOKS
-from .core.ledger import Ledger, read_json, write_json_atomic
-
-EXPERIMENT = NOTEBOOKS[-1]
+from .core.ledger import read_json, write_json_atomic
+from .runner import EXPERIMENT, execute_notebook, merge_seed_results, profile_seeds
 
 
 class TaskFailed(RuntimeError):
@@ -56,17 +54,9 @@ def dask_client(spec: str):
             yield client
 
 
-def profile_seeds(slug: str, profile: str) -> list[int]:
-    """The seeds a chapter's experiment runs at ``profile`` when none are given."""
-    module = importlib.import_module(f"replib.papers.{slug}.experiment")
-    return list(module.EXPERIMENT_PROFILES[profile]["seeds"])
-
-
 def notebook_task(slug: str, stem: str, profile: str, params: dict | None, out_dir: str) -> dict:
     """Run on a worker: execute one notebook; return its seconds and, for the experiment, its results.
     A failure raises TaskFailed naming the chapter, the notebook and where the executed copy is."""
-    from .cli import execute_notebook
-
     folder = Path(out_dir)
     try:
         seconds = execute_notebook(slug, stem, profile, params, folder)
@@ -75,35 +65,6 @@ def notebook_task(slug: str, stem: str, profile: str, params: dict | None, out_d
                          f"(executed notebook: {folder / (stem + '.ipynb')})") from None
     results = read_json(folder / f"{slug}.json") if stem == EXPERIMENT else None
     return {"seconds": seconds, "results": results}
-
-
-def merge_seed_results(slug: str, per_seed: dict[int, dict]) -> dict:
-    """One results record from the experiment's per-seed records (seed -> record), judged over all
-    seeds by :class:`replib.core.ledger.Ledger`. Fails naming the difference when the records'
-    profile, parameters (seeds aside) or source fingerprint differ."""
-    seeds = sorted(per_seed)
-    first = per_seed[seeds[0]]
-    for seed in seeds[1:]:
-        other = per_seed[seed]
-        for key in ("profile", "fingerprint"):
-            if other[key] != first[key]:
-                raise ValueError(f"{slug}: seed {seed} has {key} {other[key]!r}, seed {seeds[0]} has {first[key]!r}")
-        mine = {k: v for k, v in other["parameters"].items() if k != "seeds"}
-        theirs = {k: v for k, v in first["parameters"].items() if k != "seeds"}
-        if mine != theirs:
-            differ = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
-            raise ValueError(f"{slug}: seeds {seeds[0]} and {seed} ran with different parameters: {', '.join(differ)}")
-    ledger = Ledger(slug, first["profile"], seeds, parameters={**first["parameters"], "seeds": seeds})
-    for seed, record in per_seed.items():
-        for claim in record["claims"]:
-            value = claim["values"][record["seeds"].index(seed)]
-            if value is not None:
-                ledger.record(claim["id"], seed, value)
-    merged = ledger.results()
-    merged["fingerprint"] = first["fingerprint"]
-    merged["runtime_s"] = {EXPERIMENT: round(sum(r["runtime_s"][EXPERIMENT] for r in per_seed.values()), 2)}
-    merged["seed_runtimes_s"] = {str(s): per_seed[s]["runtime_s"][EXPERIMENT] for s in seeds}
-    return merged
 
 
 def run_on_cluster(plans: dict[str, dict], profile: str, out: str, spec: str, progress=None):

@@ -17,6 +17,7 @@ from pathlib import Path
 from .core.ledger import read_json
 from .core.paths import check_slug, load_chapter
 from .core.results import committed_results, read_results, results_dir
+from .runner import execute_notebook
 
 WALL_CLOCK = re.compile(r"wall[- ]?clock|\b(milli)?seconds?\b", re.I)
 
@@ -61,8 +62,6 @@ def compare(committed: dict, replayed: dict, seed: int, rtol: float) -> list[dic
 def run_replay(slug: str, seed: int | None = None, out: str | None = None) -> tuple[int, list[dict]]:
     """Execute the chapter's experiment at the book profile on one committed seed (the first when
     ``seed`` is None) and compare; returns (the seed, the rows of :func:`compare`)."""
-    from .cli import execute_notebook
-
     check_slug(slug)
     committed = read_results(results_dir() / f"{slug}.json")
     seed = committed["seeds"][0] if seed is None else seed
