@@ -107,6 +107,36 @@ def test_scoreboard_is_regenerated():
     assert intro == intro_markdown(intro), "the intro's chapter list is stale: run `replib scoreboard`"
     readme = (ROOT / "README.md").read_text()
     assert readme == readme_markdown(readme), "the README's chapter list is stale: run `replib scoreboard`"
+
+
+@pytest.mark.parametrize("slug", sorted(RESULTS))
+def test_each_experiment_opens_with_its_generated_verdict_box(slug):
+    """The verdict box (first markdown after the title) and the reproducibility summary follow from the
+    committed results, so that the page and the scoreboard cannot disagree."""
+    import jupytext
+
+    from replib.core.report import expected_notebook_text
+
+    path = ROOT / "notebooks" / slug / "03_experiment.py"
+    assert path.read_text() == expected_notebook_text(slug, RESULTS[slug]), "run `replib scoreboard`"
+    cells = jupytext.read(path).cells
+    assert cells[1].cell_type == "markdown" and "verdict box: generated" in cells[1].source
+    assert f"headline is **{headline_verdict(RESULTS[slug]['claims'])}**" in cells[1].source
+    summary = [c for c in cells if "## Reproducibility summary" in c.source]
+    assert len(summary) == 1 and cells[cells.index(summary[0]) + 1].source.startswith("## Summary")
+
+
+def test_the_fingerprint_skips_generated_blocks_only(tmp_path):
+    from replib.core.fingerprint import GENERATED_BLOCKS, _text
+
+    start, end = GENERATED_BLOCKS["verdict"]
+    path = tmp_path / "03_experiment.py"
+    path.write_text(f"# %% [markdown]\n# {start}\n# old verdict\n# {end}\nx = 1\n")
+    before = _text(path)
+    path.write_text(f"# %% [markdown]\n# {start}\n# new verdict, two lines\n# more\n# {end}\nx = 1\n")
+    assert _text(path) == before
+    path.write_text(f"# %% [markdown]\n# {start}\n# new verdict\n# {end}\nx = 2\n")
+    assert _text(path) != before
     assert (ROOT / "book" / FIGURE).is_file()
 
 

@@ -255,7 +255,8 @@ def evidence_counts(claims: list[dict]) -> dict[str, int]:
     return {v: words.count(v) for v in VERDICT_ORDER}
 
 
-def _counts_text(counts: dict[str, int]) -> str:
+def counts_text(counts: dict[str, int]) -> str:
+    """'4 hold, 1 fail, 1 undecided, 0 inconclusive' (no room only when some claim has it)."""
     plural = {HOLDS: "hold", FAILS: "fail", UNDECIDED: "undecided", INCONCLUSIVE: "inconclusive",
               NO_ROOM: "no room"}
     return ", ".join(f"{counts[v]} {plural[v]}" for v in VERDICT_ORDER if counts[v] or v != NO_ROOM)
@@ -341,7 +342,7 @@ def scoreboard_markdown() -> str:
             lines.append(f"| [{title}](#{slug}) | {headline_verdict(r['claims'])} | "
                          f"{', '.join(verdict_word(c['verdict']) for c in heads)} | "
                          f"{', '.join(verdict_word(c['direction_verdict']) for c in heads)} | "
-                         f"{_counts_text(evidence_counts(r['claims']))} | {_seeds_text(r)} | {runtime:.0f} s |")
+                         f"{counts_text(evidence_counts(r['claims']))} | {_seeds_text(r)} | {runtime:.0f} s |")
         else:
             lines.append(f"| {title} | no results yet | | | | | |")
     lines += ["", f"```{{figure}} {FIGURE}", ":name: scoreboard-margins", "",
@@ -437,7 +438,7 @@ def chapter_list_markdown() -> str:
     lines += ["", f"Across the {len(headlines)} chapters, the papers' headlines are "
               + ", ".join(f"{headlines.count(v)} {v}" for v in dict.fromkeys(HEADLINE_ORDER + headlines)
                           if headlines.count(v))
-              + f"; of the {evidence} headline and mechanism claims, {_counts_text(evidence_counts(claims))} "
+              + f"; of the {evidence} headline and mechanism claims, {counts_text(evidence_counts(claims))} "
               "(verdicts from the 95% interval over seeds; see the scoreboard)."]
     return "\n".join(lines)
 
@@ -474,8 +475,8 @@ def intro_markdown(text: str) -> str:
 
 
 def write_scoreboard() -> Path:
-    """Write book/scoreboard.md and its figure, and regenerate the chapter lists of book/intro.md and
-    README.md (each atomically)."""
+    """Write book/scoreboard.md and its figure, regenerate the chapter lists of book/intro.md and
+    README.md (each atomically), and each experiment notebook's verdict box and reproducibility summary."""
     import io
 
     import matplotlib.pyplot as plt
@@ -490,4 +491,10 @@ def write_scoreboard() -> Path:
     write_text_atomic(intro, intro_markdown(intro.read_text(encoding="utf-8")))
     readme = book.parent / "README.md"
     write_text_atomic(readme, readme_markdown(readme.read_text(encoding="utf-8")))
+    from .report import sync_ipynb, write_blocks
+
+    results = committed_results()
+    changed = [book.parent / "notebooks" / slug / "03_experiment.py" for slug in results
+               if slug in chapter_slugs() and write_blocks(slug, results[slug])]
+    sync_ipynb(changed)
     return write_text_atomic(book / "scoreboard.md", scoreboard_markdown())
