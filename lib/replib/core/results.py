@@ -346,7 +346,7 @@ def scoreboard_markdown() -> str:
         else:
             lines.append(f"| {title} | no results yet | | | | | |")
     lines += ["", f"```{{figure}} {FIGURE}", ":name: scoreboard-margins", "",
-              "Every judged claim, one row each, grouped by chapter: the 95% interval of its mean over seeds "
+              "Every judged claim, one row each, in a panel per chapter: the 95% interval of its mean over seeds "
               "as a bar and each seed's value as a dot, placed by the signed margin past the declared threshold "
               "(in units of the threshold, or of the largest value when the threshold is 0; clipped at "
               f"±{MARGIN_CLIP:g}). Right of zero clears the claim; a diamond marks a headline's null; a cross "
@@ -371,43 +371,54 @@ def scoreboard_markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
+def _margins_panel(ax, slug: str, claims: list[dict]) -> None:
+    """One chapter's judged claims: interval bars, seed dots and nulls, in threshold-margin units."""
+    for y, c in enumerate(claims):
+        colour = VERDICT_COLOURS[verdict_word(c["verdict"])]
+        lo, hi = (margin(c, b) for b in c["interval"])
+        if not (math.isnan(lo) or math.isnan(hi)):
+            ax.plot(np.clip([lo, hi], -MARGIN_CLIP, MARGIN_CLIP), [y, y], color=colour, lw=3.5, alpha=0.45,
+                    solid_capstyle="butt", zorder=2)
+        xs = np.array([margin(c, v) for v in c["values"]])
+        shown = np.clip(xs[~np.isnan(xs)], -MARGIN_CLIP, MARGIN_CLIP)
+        ax.scatter(shown, [y] * len(shown), s=9, color=colour, zorder=3)
+        if c.get("null") is not None:
+            ax.scatter(np.clip([margin(c, c["null"])], -MARGIN_CLIP, MARGIN_CLIP), [y], s=20, marker="D",
+                       facecolor="none", edgecolor="k", lw=0.7, zorder=4)
+        if np.isnan(xs).any():  # a seed without a value: a cross at the left edge
+            ax.scatter([-MARGIN_CLIP], [y], s=20, marker="x", color=colour, zorder=3)
+    ax.axvline(0, color="k", lw=0.8)
+    ax.set_yticks(range(len(claims)), [c["id"] for c in claims], fontsize=7)
+    ax.set_ylim(len(claims) - 0.5, -0.5)
+    ax.set_xlim(-MARGIN_CLIP * 1.05, MARGIN_CLIP * 1.05)
+    ax.tick_params(axis="x", labelsize=7)
+    ax.set_title(slug, fontsize=9, loc="left")
+    ax.set_xlabel("margin past the threshold (right: clears)", fontsize=7)
+
+
 def margins_figure(results: dict[str, dict]):
-    """The figure of every judged claim's interval and per-seed margins (see scoreboard_markdown's caption)."""
+    """The figure of every judged claim, one small panel per chapter (see scoreboard_markdown's caption)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [(slug, c) for slug, r in results.items() for c in r["claims"]
-            if verdict_word(c["verdict"]) in VERDICT_ORDER]
-    fig, ax = plt.subplots(figsize=(8, 0.22 * len(rows) + 1.2))
-    for y, (slug, c) in enumerate(rows):
-        colour = VERDICT_COLOURS[verdict_word(c["verdict"])]
-        lo, hi = (margin(c, b) for b in c["interval"])
-        if not (math.isnan(lo) or math.isnan(hi)):
-            ax.plot(np.clip([lo, hi], -MARGIN_CLIP, MARGIN_CLIP), [y, y], color=colour, lw=3, alpha=0.45,
-                    solid_capstyle="butt", zorder=2)
-        xs = np.array([margin(c, v) for v in c["values"]])
-        shown = np.clip(xs[~np.isnan(xs)], -MARGIN_CLIP, MARGIN_CLIP)
-        ax.scatter(shown, [y] * len(shown), s=10, color=colour, zorder=3)
-        if c.get("null") is not None:
-            ax.scatter(np.clip([margin(c, c["null"])], -MARGIN_CLIP, MARGIN_CLIP), [y], s=22, marker="D",
-                       facecolor="none", edgecolor="k", lw=0.7, zorder=4)
-        if np.isnan(xs).any():  # a seed without a value: a cross at the left edge
-            ax.scatter([-MARGIN_CLIP], [y], s=22, marker="x", color=colour, zorder=3)
-    boundaries = [i for i in range(1, len(rows)) if rows[i][0] != rows[i - 1][0]]
-    for b in boundaries:
-        ax.axhline(b - 0.5, color="0.85", lw=0.8)
-    ax.axvline(0, color="k", lw=0.8)
-    ax.set_yticks(range(len(rows)), [f"{slug}: {c['id']}" for slug, c in rows], fontsize=6)
-    ax.set_ylim(len(rows) - 0.5, -0.5)
-    ax.set_xlim(-MARGIN_CLIP * 1.05, MARGIN_CLIP * 1.05)
-    ax.set_xlabel("signed margin past the threshold (right: clears)")
+    panels = [(slug, [c for c in r["claims"] if verdict_word(c["verdict"]) in VERDICT_ORDER])
+              for slug, r in results.items()]
+    panels = [(slug, claims) for slug, claims in panels if claims]
+    cols = 2
+    rows = [panels[i:i + cols] for i in range(0, len(panels), cols)]
+    heights = [max(len(claims) for _, claims in row) + 3.5 for row in rows]
+    height = 0.17 * sum(heights) + 0.6
+    fig = plt.figure(figsize=(11, height))
+    grid = fig.add_gridspec(len(rows), cols, height_ratios=heights, hspace=0.9, wspace=0.75,
+                            top=1 - 0.55 / height, bottom=0.35 / height)
+    for r, row in enumerate(rows):
+        for col, (slug, claims) in enumerate(row):
+            _margins_panel(fig.add_subplot(grid[r, col]), slug, claims)
     handles = [plt.Line2D([], [], marker="o", ls="-", lw=3, color=VERDICT_COLOURS[v], label=v) for v in VERDICT_ORDER]
     handles.append(plt.Line2D([], [], marker="D", ls="", markerfacecolor="none", color="k", label="null"))
-    ax.legend(handles=handles, fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=6,
-              frameon=False)
-    fig.tight_layout()
+    fig.legend(handles=handles, fontsize=8, loc="upper center", ncol=6, frameon=False)
     return fig
 
 
