@@ -215,6 +215,8 @@ def test_fingerprints_see_any_text_and_per_file_hashes_see_code_only(tmp_path):
     notebook.parent.mkdir(parents=True)
     notebook.write_text("# %%\nx = 1\n\n# %% [markdown]\n# Prose $\\alpha$\n\n# %%\ny = 2  # a comment\n")
     assert code_text(notebook) == b"# %%\nx = 1\n\n# %%\ny = 2  # a comment\n"
+    notebook.write_text("# %%\n# Colab set-up: installs replib\nimport sys\n\n# %%\nx = 1\n")
+    assert code_text(notebook) == b"# %%\nx = 1\n"  # the generated Colab cell does nothing outside Colab
     other = tmp_path / "lib.py"
     other.write_text("# %% [markdown]\n# not a notebook: kept whole\n")
     assert code_text(other) == other.read_bytes()

@@ -43,13 +43,18 @@ import sys
 
 if "google.colab" in sys.modules:
     import subprocess
+    import time
+    from importlib.metadata import version
 
     package = "replib @ git+https://github.com/icml2026-replications/replib-book.git@main"
+    print("installing replib from the book's repository (branch main) ...", end=" ", flush=True)
+    started = time.time()
     pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", package],
                          capture_output=True, text=True)
     if pip.returncode != 0:  # show pip's own words, then stop
         print(pip.stdout, pip.stderr)
         raise RuntimeError("installing replib failed: pip's output is printed above")
+    print(f"done in {time.time() - started:.0f} s, replib {version('replib')}")
 
 # %% tags=["parameters"]
 profile = None  # "smoke", "book" or "paper"; None reads $REPLIB_PROFILE, else "book"

@@ -26,13 +26,18 @@ def setup_cell_source(url: str | None = None) -> str:
         "\n"
         'if "google.colab" in sys.modules:\n'
         "    import subprocess\n"
+        "    import time\n"
+        "    from importlib.metadata import version\n"
         "\n"
         f'    package = "replib @ git+{url}.git@{BRANCH}"\n'
+        f'    print("installing replib from the book\'s repository (branch {BRANCH}) ...", end=" ", flush=True)\n'
+        "    started = time.time()\n"
         '    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", package],\n'
         "                         capture_output=True, text=True)\n"
         "    if pip.returncode != 0:  # show pip's own words, then stop\n"
         "        print(pip.stdout, pip.stderr)\n"
-        '        raise RuntimeError("installing replib failed: pip\'s output is printed above")'
+        '        raise RuntimeError("installing replib failed: pip\'s output is printed above")\n'
+        '    print(f"done in {time.time() - started:.0f} s, replib {version(\'replib\')}")'
     )
 
 

@@ -93,18 +93,19 @@ def fingerprint(slug: str) -> str:
     return digest.hexdigest()
 
 
+COLAB_CELL = "# Colab set-up:"  # the first line of the generated Colab cell (replib.core.colab)
+
+
 def code_text(path: Path) -> bytes:
     """What of a source can change a number: a notebook's py:percent twin without its markdown cells
-    (prose); any other file whole."""
+    (prose) and without its Colab set-up cell (generated; it does nothing outside Colab); any other
+    file whole."""
     text = _text(path)
     if path.suffix != ".py" or path.parent.parent.name != "notebooks":
         return text
-    kept, prose = [], False
-    for line in text.decode().splitlines(keepends=True):
-        if line.startswith("# %%"):
-            prose = "[markdown]" in line or "[md]" in line
-        if not prose:
-            kept.append(line)
+    cells = re.split(r"^(?=# %%)", text.decode(), flags=re.M)
+    kept = [cell for cell in cells
+            if not re.match(r"# %%.*\[(markdown|md)\]", cell) and not cell.partition("\n")[2].startswith(COLAB_CELL)]
     return "".join(kept).encode()
 
 
