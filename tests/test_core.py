@@ -92,6 +92,13 @@ def test_grade_accepts_matches_and_names_the_first_wrong_case(capsys):
         grade(lambda x: x * 3, lambda x: x + x, [(0,), (2,)], name="f")
 
 
+def test_grade_prints_numpy_scalars_as_numbers():
+    from replib.core.exercises import grade
+
+    with pytest.raises(AssertionError, match=r"f\(0\.5,\) returned 1\.5; expected 1\.0$"):
+        grade(lambda x: np.float64(x) * 3, lambda x: np.float64(x) * 2, [(np.float64(0.5),)], name="f")
+
+
 def test_grade_names_the_case_where_the_answer_raises():
     from replib.core.exercises import grade
 

@@ -10,12 +10,24 @@ _SHORT = reprlib.Repr()  # cases and answers may be large arrays: keep the messa
 _SHORT.maxstring = _SHORT.maxother = 60
 
 
+def _show(value) -> str:
+    """A short repr of a case or an answer, numpy scalars as plain numbers (0.5, not np.float64(0.5))."""
+    def plain(x):
+        if isinstance(x, np.generic):
+            return x.item()
+        if isinstance(x, (tuple, list)):
+            return type(x)(plain(v) for v in x)
+        return x
+
+    return _SHORT.repr(plain(value))
+
+
 def grade(answer, reference, cases: list[tuple], name: str = "your function") -> None:
     """Call `answer(*case)` and `reference(*case)` on every case; raise AssertionError naming the
     first case that raises or differs from the reference (arrays and floats compared with
     np.allclose), else print a confirmation."""
     for number, case in enumerate(cases, start=1):
-        where = f"case {number} of {len(cases)}, {name}{_SHORT.repr(tuple(case))}"
+        where = f"case {number} of {len(cases)}, {name}{_show(tuple(case))}"
         try:
             got = answer(*case)
         except NotImplementedError:
@@ -24,7 +36,7 @@ def grade(answer, reference, cases: list[tuple], name: str = "your function") ->
             raise AssertionError(f"{where} raised {type(err).__name__}: {err}") from err
         want = reference(*case)
         if not _close(got, want):
-            raise AssertionError(f"{where} returned {_SHORT.repr(got)}; expected {_SHORT.repr(want)}")
+            raise AssertionError(f"{where} returned {_show(got)}; expected {_show(want)}")
     print(f"correct: {name} matches the reference on {len(cases)} cases")
 
 
