@@ -258,3 +258,41 @@ def test_rejudge_keeps_the_values_and_records_that_it_judged_again(monkeypatch, 
     after = read_json(rejudge_committed(slug))
     assert [c["values"] for c in after["claims"]] == [c["values"] for c in before["claims"]]
     assert after["created"] == before["created"] and after["rejudged"]["values_created"] == before["rejudged"]["values_created"]
+
+
+def test_smoke_gaps_cover_preconditions_too(tmp_path, monkeypatch):
+    """A precondition without a value at smoke is flagged like any judged claim, unless listed as a gap."""
+    from replib.core.ledger import write_json_atomic
+    from replib.core.results import missing_smoke_values
+
+    chapter = {"claims": [{"id": "p1", "role": "precondition"}, {"id": "m1", "role": "measurement"}]}
+    monkeypatch.setattr("replib.core.results.chapter_slugs", lambda: ["x"])
+    monkeypatch.setattr("replib.core.results.load_chapter", lambda slug: chapter)
+    claims = [{"id": "p1", "role": "precondition", "values": [None]},
+              {"id": "m1", "role": "measurement", "values": [None]}]
+    write_json_atomic(tmp_path / "x.json", {"slug": "x", "profile": "smoke", "seeds": [0], "claims": claims,
+                                            "fingerprint": None})
+    assert missing_smoke_values(tmp_path) == ["x: p1 has no value on some seed (add what it needs to the smoke "
+                                              "profile, or list it under smoke_gaps with the reason)"]
+    chapter["smoke_gaps"] = {"p1": "needs the book profile's training"}
+    assert missing_smoke_values(tmp_path) == []
+
+
+def test_a_fingerprint_follows_text_not_how_a_path_is_written(monkeypatch, tmp_path):
+    from replib.core import fingerprint as fp
+
+    sources = fp.chapter_sources("sgb_ib")
+    before = fp.fingerprint("sgb_ib")
+    # the same files reached through a detour ("lib/../lib/...") hash the same
+    detour = [p.parent / ".." / p.parent.name / p.name for p in sources]
+    monkeypatch.setattr(fp, "chapter_sources", lambda slug: [p.resolve() for p in detour])
+    assert fp.fingerprint("sgb_ib") == before
+    # a change of one source's text changes it
+    copy = tmp_path / "chapter.yml"
+    copy.write_text(sources[0].read_text() + "# a comment\n")
+    root = fp.require_repo_root()
+    monkeypatch.setattr(fp, "require_repo_root", lambda: tmp_path)
+    monkeypatch.setattr(fp, "chapter_sources", lambda slug: [copy])
+    changed = fp.fingerprint("sgb_ib")
+    copy.write_text(sources[0].read_text())
+    assert fp.fingerprint("sgb_ib") != changed and root.is_dir()
