@@ -103,3 +103,92 @@ def test_training_learns_a_copy_task():
     prompts = torch.arange(2, 8)[:, None]
     out, _ = lm.sample(model, prompts, 2, eos_id=EOS, pad_id=PAD, temperature=0)
     assert torch.equal(out[:, 0], prompts[:, 0]) and (out[:, 1] == EOS).all()
+
+
+# ---- training and log-probability steps, pinned against hand-written objectives ------------------------
+
+
+def _hand_masked_ce(model, ids, mask):
+    """The documented objective of ``train_lm``, written out: the mean over the masked positions t >= 1 of
+    -log p(ids[t] | ids[:t]), each read from a forward pass over the whole row (a causal model)."""
+    logp = torch.log_softmax(model(ids).logits, -1)
+    terms = [-logp[b, t - 1, ids[b, t]] for b in range(ids.shape[0]) for t in range(1, ids.shape[1]) if mask[b, t]]
+    return torch.stack(terms).mean()
+
+
+def _hand_adamw(params, grads, state, lr, t, wd=0.01, betas=(0.9, 0.999), eps=1e-8):
+    """One AdamW step written out (decoupled decay, bias-corrected moments), in place."""
+    with torch.no_grad():
+        for k, (p, g) in enumerate(zip(params, grads)):
+            m, v = state.setdefault(k, (torch.zeros_like(p), torch.zeros_like(p)))
+            m = betas[0] * m + (1 - betas[0]) * g
+            v = betas[1] * v + (1 - betas[1]) * g * g
+            state[k] = (m, v)
+            p.mul_(1 - lr * wd)
+            p.sub_(lr / (1 - betas[0] ** t) * m / ((v / (1 - betas[1] ** t)).sqrt() + eps))
+
+
+_LM_BATCHES = [  # (ids, target mask): different rows and masks at every step
+    (np.array([[2, 3, 4, 1, 0], [5, 2, 2, 3, 1]]), np.array([[0, 0, 1, 1, 0], [0, 1, 1, 1, 1]], bool)),
+    (np.array([[3, 3, 5, 4, 1], [4, 2, 1, 0, 0]]), np.array([[0, 0, 0, 1, 1], [0, 0, 1, 0, 0]], bool)),
+    (np.array([[5, 4, 3, 2, 1], [2, 5, 5, 1, 0]]), np.array([[0, 1, 1, 1, 1], [0, 0, 1, 1, 0]], bool)),
+    (np.array([[2, 2, 2, 2, 1], [3, 4, 5, 2, 1]]), np.array([[0, 0, 0, 0, 1], [0, 0, 0, 1, 1]], bool)),
+]
+
+
+def _double_gpt():
+    return lm.tiny_gpt(6, n_layer=1, n_embd=8, n_head=2, n_positions=8, seed=5).double()
+
+
+def test_train_lm_first_step_descends_the_masked_cross_entropy():
+    """Step 1 of AdamW is p <- p (1 - lr wd) - lr g / (|g| + eps), g the gradient of the hand-written masked CE:
+    pins the loss's sign, its label shift (token t from the prefix before it), the mask and the mean."""
+    model, ref = _double_gpt(), _double_gpt()
+    ids, mask = (torch.as_tensor(a) for a in _LM_BATCHES[0])
+    want = _hand_masked_ce(ref, ids, mask)
+    grads = torch.autograd.grad(want, list(ref.parameters()))
+    losses = lm.train_lm(model, lambda rng: _LM_BATCHES[0], steps=1, lr=1e-3, warmup=1, seed=0)
+    assert losses[0] == pytest.approx(float(want.detach()), rel=1e-10)
+    for p, p0, g in zip(model.parameters(), ref.parameters(), grads):
+        step = p0.detach() * (1 - 1e-3 * 0.01) - 1e-3 * g / (g.abs() + 1e-8)
+        assert torch.allclose(p.detach(), step, rtol=0, atol=1e-9)
+    assert float(_hand_masked_ce(model, ids, mask).detach()) < float(want.detach())  # the objective went down
+
+
+def test_train_lm_four_steps_follow_warmup_cosine_adamw_on_fresh_batches():
+    """Steps 2-4 (a different batch each): Adam's moments carry over and the learning rate follows the
+    warm-up (2 steps: 1/2, 1) then the cosine to zero over the remaining 2 steps (1, 1/2)."""
+    model, ref = _double_gpt(), _double_gpt()
+    draws = iter(_LM_BATCHES)
+    losses = lm.train_lm(model, lambda rng: next(draws), steps=4, lr=2e-3, warmup=2, seed=0)
+    params, state = list(ref.parameters()), {}
+    for t, (factor, (ids, mask)) in enumerate(zip([0.5, 1.0, 1.0, 0.5], _LM_BATCHES), start=1):
+        loss = _hand_masked_ce(ref, torch.as_tensor(ids), torch.as_tensor(mask))
+        assert losses[t - 1] == pytest.approx(float(loss.detach()), rel=1e-10), t
+        _hand_adamw(params, torch.autograd.grad(loss, params), state, 2e-3 * factor, t)
+    for p, q in zip(model.parameters(), params):
+        assert torch.allclose(p.detach(), q.detach(), rtol=0, atol=1e-9)
+
+
+def test_sequence_logprob_is_the_prefix_by_prefix_sum_and_ascends(model):
+    """log pi(y | x) summed over the mask from one forward per prefix (no shift error); one gradient-ascent
+    step on it (the policy-gradient direction with a positive advantage) raises it."""
+    ids = torch.tensor([[2, 3, 4, 5, 1], [3, 2, 5, 1, 0]])
+    mask = torch.tensor([[0, 0, 1, 1, 1], [0, 1, 1, 1, 0]], dtype=torch.bool)
+    want = []
+    with torch.no_grad():
+        for b in range(2):
+            want.append(sum(float(torch.log_softmax(model(ids[b:b + 1, :t]).logits[0, -1], -1)[ids[b, t]])
+                            for t in range(1, 5) if mask[b, t]))
+        tok = lm.token_logprobs(model, ids)
+        first = float(torch.log_softmax(model(ids[:1, :1]).logits[0, -1], -1)[3])
+    assert torch.allclose(lm.sequence_logprob(model, ids, mask).detach(), torch.tensor(want), atol=1e-5)
+    assert tok.shape == (2, 4) and float(tok[0, 0]) == pytest.approx(first, abs=1e-5)
+    ascend = lm.tiny_gpt(6, n_layer=1, n_embd=16, n_head=2, n_positions=16, seed=3)
+    before = lm.sequence_logprob(ascend, ids, mask).sum()
+    grads = torch.autograd.grad(before, list(ascend.parameters()))
+    before = float(before.detach())
+    with torch.no_grad():
+        for p, g in zip(ascend.parameters(), grads):
+            p.add_(1e-2 * g)
+        assert float(lm.sequence_logprob(ascend, ids, mask).sum()) > before

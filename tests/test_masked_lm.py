@@ -49,3 +49,29 @@ def test_every_token_embedding_is_trainable():
     (cur.sum() + nxt.sum()).backward()
     grad = model.encoder.embeddings.word_embeddings.weight.grad
     assert grad[0].abs().sum() > 0  # id 0 is a real token (a digit in me_dlm), not frozen padding
+
+
+def test_each_head_gets_the_gradient_of_its_own_loss_only():
+    """A loss on the insertion logits trains the insertion head and not the token head, and the reverse; one SGD
+    step on the insertion loss lowers it and leaves the token head's logits unchanged."""
+    model = small(3)
+    ids = torch.randint(0, 15, (2, 6), generator=torch.Generator().manual_seed(4))
+    target = torch.randint(0, 15, (2, 6), generator=torch.Generator().manual_seed(5))
+
+    def loss_of(logits):
+        return torch.nn.functional.cross_entropy(logits.reshape(-1, 15), target.reshape(-1))
+
+    cur, nxt = model(ids)
+    g_ins = torch.autograd.grad(loss_of(nxt), [model.insert_head.weight, model.token_head.weight], allow_unused=True)
+    g_tok = torch.autograd.grad(loss_of(cur), [model.token_head.weight, model.insert_head.weight], allow_unused=True)
+    for own, other in (g_ins, g_tok):
+        assert own is not None and own.abs().sum() > 0
+        assert other is None or other.abs().sum() == 0
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    before = float(loss_of(nxt).detach())
+    opt.zero_grad()
+    loss_of(model(ids)[1]).backward()
+    opt.step()
+    with torch.no_grad():
+        assert float(loss_of(model(ids)[1])) < before
+        assert torch.allclose(model.token_head.weight, small(3).token_head.weight)

@@ -123,7 +123,9 @@ def test_each_experiment_opens_with_its_generated_verdict_box(slug):
     assert cells[1].cell_type == "markdown" and "verdict box: generated" in cells[1].source
     assert f"headline is **{headline_verdict(RESULTS[slug]['claims'])}**" in cells[1].source
     summary = [c for c in cells if "## Reproducibility summary" in c.source]
-    assert len(summary) == 1 and cells[cells.index(summary[0]) + 1].source.startswith("## Summary")
+    assert len(summary) == 1 and summary[0].cell_type == "markdown"
+    assert summary[0].source.startswith("## Reproducibility summary")
+    assert cells[cells.index(summary[0]) + 1].source.startswith("## Summary")
 
 
 def test_the_fingerprint_skips_generated_blocks_only(tmp_path):

@@ -480,3 +480,167 @@ def test_claim_ratio_zero_denominator():
         if r["variant"] == "olp beta":
             r["mean_ttft"] = 0.0
     assert np.isnan(experiment.claim_values(rows)[0]["c2a_mean_ttft"])
+
+
+# ---- update steps: the dual (price) descent, its second step, the epoch's composite margin ----------
+
+
+_DUAL_COLS = [(0, 0, 3, 2, 0.9), (1, 2, 4, 1, 0.5), (0, 1, 2, 5, 0.3), (1, 0, 5, 3, 0.05), (0, 4, 3, 0, 0.2)]
+
+
+def _dual_setup():
+    """Two workers, T = 8, five history columns (g, i0, L, s, r~), positive prices, c_M = 0.2."""
+    rng = np.random.default_rng(0)
+    p_B, p_M = rng.uniform(0, 0.05, (2, 8)), rng.uniform(0, 0.05, (2, 8))
+    h = method.History()
+    for col in _DUAL_COLS:
+        h.add(*col)
+    return p_B, p_M, h, np.full((2, 8), 0.01), np.full((2, 8), 0.02), 0.2
+
+
+def _col_cost(p_B, p_M, col, c_M):
+    """a^T p written out: sum over the column's steps of p^B + c_M p^M (s + 1 + theta)."""
+    g, i0, L, s, _ = col
+    steps = np.arange(i0, i0 + L)
+    return p_B[g, steps].sum() + c_M * (p_M[g, steps] * (s + 1 + np.arange(L))).sum()
+
+
+def _dual_objective(p_B, p_M, cols, d_B, d_M, c_M):
+    """f(p) = d^T p + (1/|H|) sum_i (r~_i - a_i^T p)^+."""
+    hinge = [max(0.0, col[4] - _col_cost(p_B, p_M, col, c_M)) for col in cols]
+    return float((d_B * p_B).sum() + (d_M * p_M).sum() + np.mean(hinge))
+
+
+def _dual_reference(p_B, p_M, cols, d_B, d_M, c_M, eta, batches):
+    """Projected subgradient steps on f, one per minibatch (lists of column indices), the active set
+    recomputed at every step; returns the prices and the active sets."""
+    p_B, p_M, active = p_B.copy(), p_M.copy(), []
+    for batch in batches:
+        g_B, g_M, act = d_B.copy(), d_M.copy(), []
+        for i in batch:
+            g, i0, L, s, r = cols[i]
+            steps = np.arange(i0, i0 + L)
+            act.append(bool(r - _col_cost(p_B, p_M, cols[i], c_M) > 0))
+            if act[-1]:
+                g_B[g, steps] -= 1.0 / len(batch)
+                g_M[g, steps] -= c_M * (s + 1 + np.arange(L)) / len(batch)
+        p_B, p_M = np.maximum(0.0, p_B - eta * g_B), np.maximum(0.0, p_M - eta * g_M)
+        active.append(act)
+    return p_B, p_M, active
+
+
+def test_dual_update_one_step_is_a_subgradient_step_on_f():
+    """K = 1, full batch: p <- [p - eta (d - mean_active a_i)]_+ (a hand subgradient of f), and f falls."""
+    p_B, p_M, h, d_B, d_M, c_M = _dual_setup()
+    got_B, got_M = method.dual_update(p_B, p_M, h, d_B, d_M, c_M, np.random.default_rng(0), K=1, eta=0.1)
+    want_B, want_M, active = _dual_reference(p_B, p_M, _DUAL_COLS, d_B, d_M, c_M, 0.1, [range(5)])
+    assert active == [[True, True, True, False, True]]  # a column below its cost gives no subgradient
+    assert np.allclose(got_B, want_B, rtol=0, atol=1e-14) and np.allclose(got_M, want_M, rtol=0, atol=1e-14)
+    assert np.any(got_B == 0) and np.any(got_B > p_B)  # projection and a price raised by demand both occur
+    assert _dual_objective(got_B, got_M, _DUAL_COLS, d_B, d_M, c_M) < _dual_objective(
+        p_B, p_M, _DUAL_COLS, d_B, d_M, c_M)
+
+
+def test_dual_update_second_step_recomputes_the_active_set():
+    """K = 2, full batch: the second step uses the prices of the first; column 4 leaves the active set."""
+    p_B, p_M, h, d_B, d_M, c_M = _dual_setup()
+    got_B, got_M = method.dual_update(p_B, p_M, h, d_B, d_M, c_M, np.random.default_rng(0), K=2, eta=0.1)
+    want_B, want_M, active = _dual_reference(p_B, p_M, _DUAL_COLS, d_B, d_M, c_M, 0.1, [range(5)] * 2)
+    assert active[0] != active[1]  # the case a stale active set would get wrong
+    assert np.allclose(got_B, want_B, rtol=0, atol=1e-14) and np.allclose(got_M, want_M, rtol=0, atol=1e-14)
+
+
+def test_dual_update_minibatch_draws_and_scales_by_the_batch():
+    """batch 2 of |H| = 5: each step draws rng.choice(5, 2, replace=False) and averages over 2 columns."""
+    p_B, p_M, h, d_B, d_M, c_M = _dual_setup()
+    got_B, got_M = method.dual_update(p_B, p_M, h, d_B, d_M, c_M, np.random.default_rng(4), K=3, eta=0.1,
+                                      batch=2)
+    draw = np.random.default_rng(4)
+    batches = [draw.choice(5, size=2, replace=False).tolist() for _ in range(3)]
+    want_B, want_M, _ = _dual_reference(p_B, p_M, _DUAL_COLS, d_B, d_M, c_M, 0.1, batches)
+    assert np.allclose(got_B, want_B, rtol=0, atol=1e-14) and np.allclose(got_M, want_M, rtol=0, atol=1e-14)
+
+
+def test_knapsack_sgd_price_trajectory_by_hand():
+    """x_t = 1{r_t > p_t a_t} (if it fits) with the price before item t; p_{t+1} = max(0, p_t + eta (a_t x_t - d))."""
+    r, a = [0.9, 0.2, 0.05, 0.5, 0.3], [1.0, 0.5, 0.25, 0.25, 1.0]
+    value, traj = theory.knapsack_sgd(r, a, 2.0, eta=0.5)  # d = 0.4
+    # item 0 taken at p = 0 (price up to 0.3); item 1: 0.2 > 0.3 * 0.5, taken (up to 0.35); item 2 fits but
+    # 0.05 < 0.35 * 0.25, refused (down to 0.15); item 3 taken (0.15 + 0.5 (0.25 - 0.4)); item 4 does not fit
+    assert np.allclose(traj, [0.0, 0.3, 0.35, 0.15, 0.075, 0.0])
+    assert value == pytest.approx(0.9 + 0.2 + 0.5)
+
+
+def _epoch_sim(arrival, s, o, B, **olp):
+    """A ClusterSim of the OLP router on hand-made requests (exact predictions), T = 20, M = 200, reset."""
+    arrival, s, o = (np.asarray(x, dtype=np.int64) for x in (arrival, s, o))
+    w = task.Workload(arrival, s, o, o.copy(), arrival_steps=2, rate=1.0, noise=0.0)
+    sim = task.ClusterSim(w, "olp", np.random.default_rng(0), G=2, B=B, M=200, drain=18,
+                          olp=method.OLPConfig(**olp))
+    sim._reset()
+    return sim
+
+
+def _epoch_d(U_B, U_M, B, rho, T=20, M=200):
+    """Step 2 by hand: d^B = (B - U^B)^+ (1 + rho) / (N_hat R_bar), d^M the same on c_M (M - U^M)^+."""
+    scale = (1.0 + rho) / (float(np.sum(B)) * T)
+    return np.clip(np.asarray(B)[:, None] - U_B, 0, None) * scale, np.clip(M - U_M, 0, None) * scale / M
+
+
+def test_olp_epoch_margin_is_reward_minus_price_minus_length_penalty(monkeypatch):
+    """Epoch 2's margins m_jg = r~_j - a_jg^T p - lambda_len o_hat_j (-inf where infeasible), with p the
+    dual update of epoch 1's history; its history holds epoch 1's best columns (g*, 0, L, s, r~)."""
+    seen = []
+    real = task.admit_by_margin
+
+    def spy(margins, *args, **kwargs):
+        seen.append(np.array(margins, dtype=float))
+        return real(margins, *args, **kwargs)
+
+    monkeypatch.setattr(task, "admit_by_margin", spy)
+    sim = _epoch_sim([1, 1, 2, 2], [4, 6, 3, 5], [5, 3, 6, 4], B=[3, 1], beta=1.0, lambda_len=0.01, K=3, eta=0.05)
+    sim.buffer = [0, 1]
+    sim._scheduling_epoch(1)
+    # epoch 1: no history, prices 0; r~ = (T - o_hat) / T, margins 0.75 - 0.05 and 0.85 - 0.03 on both workers
+    assert np.allclose(seen[0], [[0.70, 0.70], [0.82, 0.82]])
+    assert sim.buffer == [] and sim.worker[:2] == [0, 0]  # request 1 first, both on worker 0 (B_0 = 3)
+    g, i0, L, s, r = sim.hist.arrays()
+    assert g.tolist() == [0, 0] and i0.tolist() == [0, 0] and L.tolist() == [5, 3] and s.tolist() == [4, 6]
+    assert np.allclose(r, [0.75, 0.85])
+    U_B, U_M = sim.res.U_B.copy(), sim.res.U_M.copy()
+    assert U_B[0, :6].tolist() == [2, 2, 2, 1, 1, 0]
+    sim.buffer = [2, 3]
+    sim._scheduling_epoch(2)
+    d_B, d_M = _epoch_d(U_B, U_M, [3, 1], rho=2 / 4)
+    cols = [(0, 0, 5, 4, 0.75), (0, 0, 3, 6, 0.85)]
+    p_B, p_M, _ = _dual_reference(np.zeros((2, 20)), np.zeros((2, 20)), cols, d_B, d_M, 1 / 200, 0.05, [range(2)] * 3)
+    assert np.allclose(sim.p_B, p_B, rtol=0, atol=1e-14) and np.allclose(sim.p_M, p_M, rtol=0, atol=1e-14)
+    assert p_B[0, 1] > 0  # demand raised worker 0's prices
+    # epoch 2 scores requests 2 and 3 at tau = 2 (i0 = 1): r~ = (T - (tau + o_hat - 1)) / T
+    want = np.empty((2, 2))
+    for row, (j, oh) in enumerate(((2, 6), (3, 4))):
+        for worker in range(2):
+            cost = _col_cost(p_B, p_M, (worker, 1, oh, [4, 6, 3, 5][j], 0.0), 1 / 200)
+            want[row, worker] = (20 - (2 + oh - 1)) / 20 - cost - 0.01 * oh
+    assert np.allclose(seen[1], want, rtol=0, atol=1e-12)
+    assert np.all(want[:, 0] < want[:, 1])  # the priced worker is the worse one
+
+
+def test_olp_epoch_halves_prices_without_candidates_and_warm_starts_the_next():
+    """No feasible candidate: p <- p / 2 after the dual update (step 7); the next epoch starts from the
+    halved prices with the same history (requests are recorded once)."""
+    sim = _epoch_sim([1, 1, 1], [4, 6, 3], [5, 6, 7], B=[1, 1], K=2, eta=0.05)
+    sim.buffer = [0, 1, 2]
+    sim._scheduling_epoch(1)
+    assert sim.buffer == [2] and sim.hist.n == 3 and np.all(sim.p_B == 0)
+    cols = list(zip(*(a.tolist() for a in sim.hist.arrays())))  # (g, i0, L, s, r~) of requests 0, 1, 2
+    p_B, p_M = np.zeros((2, 20)), np.zeros((2, 20))
+    for k in (2, 3):
+        U_B, U_M = sim.res.U_B.copy(), sim.res.U_M.copy()
+        sim._scheduling_epoch(k)  # both workers busy: request 2 has no feasible worker
+        d_B, d_M = _epoch_d(U_B, U_M, [1, 1], rho=1 / 3)
+        p_B, p_M, _ = _dual_reference(p_B, p_M, cols, d_B, d_M, 1 / 200, 0.05, [range(3)] * 2)
+        p_B, p_M = 0.5 * p_B, 0.5 * p_M
+        assert sim.buffer == [2] and sim.hist.n == 3
+        assert np.allclose(sim.p_B, p_B, rtol=0, atol=1e-14) and np.allclose(sim.p_M, p_M, rtol=0, atol=1e-14)
+        assert p_B.max() > 0

@@ -191,3 +191,188 @@ def test_claim_values_by_hand():
 def test_bounds_cover_every_setting():
     for prof in experiment.EXPERIMENT_PROFILES.values():
         assert set(prof) - {"seeds"} == set(experiment.EXPERIMENT_BOUNDS)
+
+
+# ---- update steps: descent direction, composite loss, second step --------------------------------
+
+
+def test_total_loss_weights_each_part_by_its_own_lambda():
+    """Distinct lambdas and parts: each part is scaled by its own weight (a swap of l2 and l3, hidden by
+    the default (5, 1, 1, 1e-2), or a dropped term changes the total)."""
+    parts = [torch.tensor(v) for v in (1.0, 10.0, 100.0, 1000.0)]
+    lambdas = (2.0, 3.0, 5.0, 7.0)
+    assert float(method.total_loss(*parts, lambdas)) == pytest.approx(2 + 30 + 500 + 7000)
+    for k in range(4):
+        bumped = list(parts)
+        bumped[k] = bumped[k] + 1.0
+        assert float(method.total_loss(*bumped, lambdas)) == pytest.approx(7532 + lambdas[k])
+
+
+def _sgd(monkeypatch):
+    """Replace Adam by plain SGD (same lr, weight decay 0) inside the trainers."""
+    def make(params, lr, weight_decay=0.0):
+        assert weight_decay == 0.0
+        return torch.optim.SGD(params, lr=lr)
+
+    monkeypatch.setattr(torch.optim, "Adam", make)
+
+
+def _soadd_data():
+    rng = np.random.default_rng(5)
+    feats = rng.standard_normal((10, 3, 4, 5)).astype(np.float32)
+    views = (feats + 0.3 * rng.standard_normal(feats.shape)).astype(np.float32)
+    probes = {"a": rng.standard_normal(feats.shape).astype(np.float32),
+              "b": (feats[:, :, ::-1] + 0.1).astype(np.float32).copy()}
+    return feats, views, probes
+
+
+def _hand_soadd(enc, feats, views, probes, cfg, seed):
+    """train_soadd written out: SGD on 5 L_cpt + L_binv + L_cabs + 1e-2 L_ent (warm-up: L_cpt and L_ent
+    only), the centroid the running mean of the normalised bona fide embeddings, the hinge on the
+    cosines to it, the view detached. Returns the encoder and the centroid."""
+    gen = np.random.default_rng(seed)
+    l1, l2, l3, l4 = cfg.lambdas
+    e_bars = []
+    bias = torch.zeros((), requires_grad=True)
+    params = list(enc.parameters()) + [bias]
+    for step in range(cfg.steps):
+        idx = gen.choice(len(feats), cfg.batch, replace=False)
+        z, a = enc(torch.from_numpy(feats[idx]), update_os=True)
+        e_bars.append(torch.nn.functional.normalize(z.detach(), dim=-1).mean(0))
+        c = torch.stack(e_bars).mean(0)
+        cos_c = torch.nn.functional.cosine_similarity(z, c[None], dim=-1)
+        loss = l1 * (1 - cos_c.mean()) + l4 * (a * a.log()).sum()
+        if step >= cfg.warmup:
+            if cfg.invariance:
+                zv = enc(torch.from_numpy(views[idx]))[0].detach()
+                loss = loss + l2 * (1 - torch.nn.functional.cosine_similarity(z, zv, dim=-1).mean())
+            if cfg.boundary != "none":
+                name = sorted(probes)[gen.integers(len(probes))]
+                zp = enc(torch.from_numpy(probes[name][idx]))[0]
+                cos_p = torch.nn.functional.cosine_similarity(zp, c[None], dim=-1)
+                if cfg.boundary == "hinge":
+                    loss = loss + l3 * torch.clamp(cfg.margin - cos_c + cos_p, min=0).mean()
+                else:  # BCE on (s - b) / 0.1: bona fide 1, probe 0
+                    loss = loss + l3 * 0.5 * (torch.nn.functional.softplus(-(cos_c - bias) / 0.1).mean()
+                                              + torch.nn.functional.softplus((cos_p - bias) / 0.1).mean())
+        grads = torch.autograd.grad(loss, params, allow_unused=True)
+        with torch.no_grad():
+            for p, g in zip(params, grads):
+                if g is not None:
+                    p -= cfg.lr * g
+    return enc, c
+
+
+def test_train_soadd_first_step_is_sgd_on_the_full_objective(monkeypatch):
+    """One plain-SGD step without warm-up moves every head parameter by -lr x the gradient of the
+    hand-written objective (compactness towards the centroid, invariance, hinge, entropy)."""
+    _sgd(monkeypatch)
+    feats, views, probes = _soadd_data()
+    cfg = method.SOADDConfig(steps=1, batch=4, lr=0.05, weight_decay=0.0, warmup=0, dim=3, lambdas=(5.0, 1.0, 1.0, 1e-2))
+    enc0, _ = method.train_soadd(feats, views, probes, method.SOADDConfig(**{**vars(cfg), "steps": 0}), seed=3)
+    initial = {n: p.detach().clone() for n, p in enc0.named_parameters()}
+    enc, c = method.train_soadd(feats, views, probes, cfg, seed=3)
+    want, c_want = _hand_soadd(enc0, feats, views, probes, cfg, seed=3)
+    assert torch.allclose(c, c_want, atol=1e-6)
+    # every parameter moves but the attention's last bias (softmax over frames ignores a shift)
+    assert all(not torch.allclose(p, initial[n]) for n, p in enc.named_parameters() if n != "att.2.bias")
+    for got, exp in zip(enc.parameters(), want.parameters()):
+        assert torch.allclose(got, exp, atol=1e-6)
+
+
+def test_train_soadd_second_step_after_warm_up_uses_the_cumulative_centroid(monkeypatch):
+    """Two SGD steps, warm-up 1: step 1 is L_cpt + L_ent only, step 2 (another batch and probe) the full
+    loss against the centroid of both batches and the OS statistics of both."""
+    _sgd(monkeypatch)
+    feats, views, probes = _soadd_data()
+    cfg = method.SOADDConfig(steps=2, batch=4, lr=0.05, weight_decay=0.0, warmup=1, dim=3, lambdas=(5.0, 2.0, 3.0, 0.1))
+    enc0, _ = method.train_soadd(feats, views, probes, method.SOADDConfig(**{**vars(cfg), "steps": 0}), seed=4)
+    enc, c = method.train_soadd(feats, views, probes, cfg, seed=4)
+    want, c_want = _hand_soadd(enc0, feats, views, probes, cfg, seed=4)
+    assert torch.allclose(c, c_want, atol=1e-6)
+    for got, exp in zip(enc.parameters(), want.parameters()):
+        assert torch.allclose(got, exp, atol=1e-6)
+    assert float(enc.os.n) == 8
+
+
+@pytest.mark.parametrize("overrides", [{"boundary": "bce"}, {"boundary": "none", "invariance": False}])
+def test_train_soadd_ablations_two_steps_are_sgd_on_their_objective(monkeypatch, overrides):
+    """The Table 3 ablations over two SGD steps: BCE on the probes with the learnable bias (its first step
+    moves b, which the second step's gradient sees), and L_cpt + L_ent alone."""
+    _sgd(monkeypatch)
+    feats, views, probes = _soadd_data()
+    cfg = method.SOADDConfig(steps=2, batch=4, lr=0.05, weight_decay=0.0, warmup=0, dim=3, lambdas=(1.0, 1.0, 2.0, 0.1),
+                             **overrides)
+    enc0, _ = method.train_soadd(feats, views, probes, method.SOADDConfig(**{**vars(cfg), "steps": 0}), seed=8)
+    enc, c = method.train_soadd(feats, views, probes, cfg, seed=8)
+    want, c_want = _hand_soadd(enc0, feats, views, probes, cfg, seed=8)
+    assert torch.allclose(c, c_want, atol=1e-6)
+    for got, exp in zip(enc.parameters(), want.parameters()):
+        assert torch.allclose(got, exp, atol=1e-6)
+
+
+def test_train_soadd_step_pulls_bona_fide_towards_and_probes_away_from_the_centroid(monkeypatch):
+    """A small SGD step on the hinge-dominated objective raises the bona fide cosine to the centroid and
+    lowers the probes' on the step's own batch."""
+    _sgd(monkeypatch)
+    feats, views, probes = _soadd_data()
+    probes = {"a": probes["a"]}
+    cfg = method.SOADDConfig(steps=1, batch=4, lr=0.02, weight_decay=0.0, warmup=0, dim=3, standardise=False,
+                             lambdas=(0.0, 0.0, 1.0, 0.0))
+    enc0, _ = method.train_soadd(feats, views, probes, method.SOADDConfig(**{**vars(cfg), "steps": 0}), seed=2)
+    enc, c = method.train_soadd(feats, views, probes, cfg, seed=2)
+    idx = np.random.default_rng(2).choice(len(feats), 4, replace=False)
+    before, after = (method.cosine_score(method.embed(e, feats[idx]), c).mean() for e in (enc0, enc))
+    p_before, p_after = (method.cosine_score(method.embed(e, probes["a"][idx]), c).mean() for e in (enc0, enc))
+    assert after > before and p_after < p_before
+
+
+def test_deep_svdd_steps_descend_to_the_fixed_initial_centre(monkeypatch):
+    """Two SGD steps of Deep-SVDD equal the hand-written steps on mean ||z - c0||^2 with c0 the initial
+    mean embedding, kept fixed at the second step (another batch)."""
+    _sgd(monkeypatch)
+    feats, _, _ = _soadd_data()
+    cfg = method.SOADDConfig(steps=2, batch=4, lr=0.05, weight_decay=0.0, dim=3)
+    enc0, c0_init = baselines.train_deep_svdd(feats, method.SOADDConfig(**{**vars(cfg), "steps": 0}), seed=1)
+    enc, c0 = baselines.train_deep_svdd(feats, cfg, seed=1)
+    assert torch.allclose(c0, c0_init) and torch.allclose(c0, method.embed(enc0, feats).mean(0))
+    gen = np.random.default_rng(1)
+    for _ in range(2):
+        z = enc0(torch.from_numpy(feats[gen.choice(len(feats), 4, replace=False)]))[0]
+        loss = ((z - c0_init) ** 2).sum(-1).mean()
+        grads = torch.autograd.grad(loss, list(enc0.parameters()))
+        with torch.no_grad():
+            for p, g in zip(enc0.parameters(), grads):
+                p -= cfg.lr * g
+    for got, exp in zip(enc.parameters(), enc0.parameters()):
+        assert torch.allclose(got, exp, atol=1e-6)
+
+
+def test_oc_softmax_steps_descend_on_the_softplus_margin(monkeypatch):
+    """Two SGD steps of OC-Softmax equal the hand-written steps on mean softplus(alpha (m0 - cos(w, z))),
+    both the head and the direction w updated; cos(w, z) of the first batch rises."""
+    _sgd(monkeypatch)
+    feats, _, _ = _soadd_data()
+    cfg = method.SOADDConfig(steps=2, batch=4, lr=0.01, weight_decay=0.0, dim=3)
+    enc0, w0 = baselines.train_oc_softmax(feats, method.SOADDConfig(**{**vars(cfg), "steps": 0}), seed=6)
+    enc, w = baselines.train_oc_softmax(feats, cfg, seed=6)
+    w_ref = w0.clone().requires_grad_(True)
+    params = list(enc0.parameters()) + [w_ref]
+    gen = np.random.default_rng(6)
+    first = torch.from_numpy(feats[np.random.default_rng(6).choice(len(feats), 4, replace=False)])
+    with torch.no_grad():
+        before = float(torch.nn.functional.cosine_similarity(enc0(first)[0], w0[None], dim=-1).mean())
+    for _ in range(2):
+        z = enc0(torch.from_numpy(feats[gen.choice(len(feats), 4, replace=False)]))[0]
+        cos = torch.nn.functional.cosine_similarity(z, w_ref[None], dim=-1)
+        loss = torch.log1p(torch.exp(20.0 * (0.9 - cos))).mean()
+        grads = torch.autograd.grad(loss, params)
+        with torch.no_grad():
+            for p, g in zip(params, grads):
+                p -= cfg.lr * g
+    assert torch.allclose(w, w_ref.detach(), atol=1e-6) and not torch.allclose(w, w0)
+    for got, exp in zip(enc.parameters(), enc0.parameters()):
+        assert torch.allclose(got, exp, atol=1e-6)
+    with torch.no_grad():
+        after = float(torch.nn.functional.cosine_similarity(enc(first)[0], w[None], dim=-1).mean())
+    assert after > before

@@ -450,3 +450,173 @@ def test_graders_accept_the_reference_and_reject_wrong_answers():
         exercises.check_level_fixed_point(lambda w: np.asarray(w) / 4)
     with pytest.raises(AssertionError):
         exercises.check_copo_weights(lambda c: (_ for _ in ()).throw(NotImplementedError))
+
+
+# ---- update steps: direction, parts, second step ---------------------------------------------------
+
+
+def _response_terms_by_hand(policy, batch):
+    """log pi(l | s) + log pi(a | view, l) and the summed entropies of both heads, from the two MLPs."""
+    obs, levels, views, actions = batch["obs"], batch["levels"], batch["views"], batch["actions"]
+    lev = torch.log_softmax(policy.level_head(obs), -1)
+    x = torch.cat([torch.nn.functional.one_hot(levels, method.N_LEVELS).float(), views], -1)
+    act = torch.log_softmax(policy.action_head(x), -1)
+    logp = lev.gather(1, levels[:, None])[:, 0] + act.gather(1, actions[:, None])[:, 0]
+    entropy = -(lev.exp() * lev).sum(-1) - (act.exp() * act).sum(-1)
+    return logp, entropy
+
+
+def _copo_parts_by_hand(policy, reference, batch):
+    """(surrogate at ratio 1, mean k3 against the reference, mean entropy), written out."""
+    logp, entropy = _response_terms_by_hand(policy, batch)
+    with torch.no_grad():
+        ref, _ = _response_terms_by_hand(reference, batch)
+    surrogate = -(torch.exp(logp - logp.detach()) * batch["advantages"]).mean()
+    d = ref - logp
+    return surrogate, (d.exp() - d - 1).mean(), entropy.mean()
+
+
+def _random_batch(seed, n=8):
+    gen = torch.Generator().manual_seed(seed)
+    return {"obs": torch.randn(n, 11, generator=gen), "views": torch.randn(n, 19, generator=gen),
+            "levels": torch.randint(0, 4, (n,), generator=gen), "actions": torch.randint(0, 4, (n,), generator=gen),
+            "advantages": torch.randn(n, generator=gen)}
+
+
+def _perturbed(policy, seed, scale=0.2):
+    other = copy.deepcopy(policy)
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in other.parameters():
+            p.add_(scale * torch.randn(p.shape, generator=gen))
+    return other.requires_grad_(False)
+
+
+def test_policy_update_is_one_sgd_step_on_surrogate_plus_kl_minus_entropy():
+    """policy_update with plain SGD (no clipping): the returned parts equal the hand-written
+    surrogate, mean k3 and mean entropy, the loss is surrogate + beta kl - c_H entropy, and every
+    parameter moves by -lr x grad of that hand-written loss."""
+    policy = task.make_policy(seed=5)
+    reference = _perturbed(policy, 1)
+    batch = _random_batch(0)
+    surrogate, kl, entropy = _copo_parts_by_hand(policy, reference, batch)
+    loss = surrogate + 0.5 * kl - 0.3 * entropy
+    params = list(policy.parameters())
+    grads = torch.autograd.grad(loss, params)
+    before = [p.detach().clone() for p in params]
+    lr = 0.1
+    stats = method.policy_update(policy, reference, torch.optim.SGD(params, lr=lr), batch, kl_coef=0.5,
+                                 entropy_coef=0.3, grad_clip=1e6)
+    assert kl.item() > 0.01
+    assert stats["surrogate"] == pytest.approx(surrogate.item(), abs=1e-6)
+    assert stats["kl"] == pytest.approx(kl.item(), rel=1e-5)
+    assert stats["entropy"] == pytest.approx(entropy.item(), rel=1e-6)
+    assert stats["loss"] == pytest.approx(stats["surrogate"] + 0.5 * stats["kl"] - 0.3 * stats["entropy"], rel=1e-5)
+    for b, p, g in zip(before, params, grads):
+        assert torch.allclose(p.detach() - b, -lr * g, rtol=1e-3, atol=1e-6)
+
+
+def test_policy_update_clips_the_gradient_norm():
+    """With grad_clip below the gradient's norm the SGD step is -lr g grad_clip / ||g||."""
+    policy = task.make_policy(seed=6)
+    reference = _perturbed(policy, 2)
+    batch = _random_batch(1)
+    surrogate, kl, entropy = _copo_parts_by_hand(policy, reference, batch)
+    params = list(policy.parameters())
+    grads = torch.autograd.grad(surrogate + 0.1 * kl - 0.01 * entropy, params)
+    norm = torch.sqrt(sum((g ** 2).sum() for g in grads))
+    assert norm > 0.1
+    before = [p.detach().clone() for p in params]
+    method.policy_update(policy, reference, torch.optim.SGD(params, lr=0.1), batch, kl_coef=0.1, entropy_coef=0.01,
+                         grad_clip=0.05)
+    for b, p, g in zip(before, params, grads):
+        assert torch.allclose(p.detach() - b, -0.1 * g * 0.05 / (norm + 1e-6), rtol=1e-3, atol=1e-7)
+
+
+def test_policy_update_entropy_bonus_raises_the_entropy():
+    """With zero advantages and the reference equal to the policy (k3 and its gradient are 0), the only
+    force is the entropy bonus: one step raises the mean entropy of both heads."""
+    policy = task.make_policy(seed=7)
+    reference = copy.deepcopy(policy).requires_grad_(False)
+    batch = {**_random_batch(2), "advantages": torch.zeros(8)}
+    _, before = _response_terms_by_hand(policy, batch)
+    method.policy_update(policy, reference, torch.optim.SGD(policy.parameters(), lr=0.5), batch, kl_coef=0.1,
+                         entropy_coef=0.5, grad_clip=1e6)
+    _, after = _response_terms_by_hand(policy, batch)
+    assert after.mean().item() > before.mean().item() + 1e-4
+
+
+def _crafted_policy(seed):
+    """A policy whose action head reads the arrow (level 1-2), memory (3) and lookahead (4) entries of
+    its view, so that some episodes succeed and groups are mixed (CoPO expands steps)."""
+    policy = task.make_policy(seed=seed)
+    hidden, out = policy.action_head.layers
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        hidden.weight.copy_(0.01 * torch.randn(hidden.weight.shape, generator=gen))
+        out.weight.copy_(0.01 * torch.randn(out.weight.shape, generator=gen))
+        hidden.bias.zero_()
+        out.bias.zero_()
+        for j in range(4):  # input = [level one-hot (4), obs (11: arrow first), memory (4), lookahead (4)]
+            hidden.weight[j] = 0.0
+            hidden.weight[j, [4 + j, 15 + j, 19 + j]] = 1.0
+            out.weight[j, :4] = 0.0
+            out.weight[j, j] = 6.0
+    return policy
+
+
+def test_rl_iteration_second_step_uses_the_moved_policy_and_the_frozen_reference():
+    """Two rl_iteration calls (CoPO, SGD): at the second the policy has moved, so the k3 term is
+    positive and measured against the frozen reference (not the policy itself, which is equal at step
+    1), the level weights come from the moved policy's confidences (not the reference's), and the step
+    is -lr x grad of the hand-written loss on the second batch at the parameters after step 1."""
+    cfg = SimpleNamespace(group_size=4, rollout_temperature=1.0, k=2.0, clip_eps=0.2, kl_coef=0.5, entropy_coef=0.5,
+                          grad_clip=1e6)
+    policy = _crafted_policy(8)
+    reference = copy.deepcopy(policy).requires_grad_(False)
+    frozen = [p.clone() for p in reference.parameters()]
+    tasks = task.sample_tasks(4, np.random.default_rng(0))
+    rng = np.random.default_rng(1)
+    lr = 0.5
+    opt = torch.optim.SGD(policy.parameters(), lr=lr)
+    first, _ = experiment.rl_iteration(policy, reference, opt, tasks, rng, cfg, expand=True)
+    assert first["kl"] == pytest.approx(0.0, abs=1e-7)
+    mid = copy.deepcopy(policy)
+    second, batch = experiment.rl_iteration(policy, reference, opt, tasks, rng, cfg, expand=True)
+    n = batch["n_expanded"]
+    assert n > 0 and batch["advantages"].abs().sum() > 0
+    views = batch["views"][-4 * n:].reshape(n, 4, -1).numpy()
+    actions = batch["actions"][-4 * n::4].numpy()
+    want = method.copo_weights(method.action_confidences(mid, views, actions), cfg.k)
+    assert np.allclose(batch["exp_weights"], want)
+    assert not np.allclose(method.copo_weights(method.action_confidences(reference, views, actions), cfg.k), want,
+                           atol=1e-3)
+    surrogate, kl, entropy = _copo_parts_by_hand(mid, reference, batch)
+    assert kl.item() > 1e-3 and second["kl"] == pytest.approx(kl.item(), rel=1e-4)
+    grads = torch.autograd.grad(surrogate + 0.5 * kl - 0.5 * entropy, list(mid.parameters()))
+    for b, p, g in zip(mid.parameters(), policy.parameters(), grads):
+        assert torch.allclose(p.detach() - b.detach(), -lr * g, rtol=1e-3, atol=1e-6)
+    assert all(torch.equal(a, b) for a, b in zip(frozen, reference.parameters()))
+
+
+def test_cosft_first_step_is_adam_on_both_heads_cross_entropy():
+    """cosft, one step: the recorded loss is the level head's plus the action head's cross-entropy on
+    the first CoSFT batch (recomputed by hand from the same stream), and Adam's first step moves every
+    weight against the sign of that loss's gradient."""
+    policy = task.make_policy(seed=9)
+    b = task.cosft_batch(np.random.default_rng([3, 6]), 32, "noisy", 0.3)
+    obs, views = torch.from_numpy(b["obs"]), torch.from_numpy(b["views"])
+    levels, actions = torch.from_numpy(b["levels"]), torch.from_numpy(b["actions"])
+    lev = torch.log_softmax(policy.level_head(obs), -1)
+    act = torch.log_softmax(policy.action_head(torch.cat([torch.nn.functional.one_hot(levels, 4).float(), views], -1)), -1)
+    loss = -lev[torch.arange(32), levels].mean() - act[torch.arange(32), actions].mean()
+    params = list(policy.parameters())
+    grads = torch.autograd.grad(loss, params)
+    before = [p.detach().clone() for p in params]
+    lr = 1e-3
+    losses = task.cosft(policy, 1, seed=3, batch=32, lr=lr)
+    assert losses[0] == pytest.approx(loss.item(), rel=1e-6)
+    for b0, p, g in zip(before, params, grads):
+        step = (p.detach() - b0) / -lr
+        big = g.abs() > 1e-5
+        assert torch.allclose(step[big], torch.sign(g[big]), atol=1e-2)

@@ -262,3 +262,235 @@ def test_graders_accept_the_reference_and_reject_a_wrong_answer():
         exercises.check_combined_weights(lambda j, p: method.q_softmax_weights(torch.as_tensor(j)))
     with pytest.raises(AssertionError):
         exercises.check_policy_inconsistency(lambda pi, a: np.abs(np.asarray(pi) - np.asarray(a)).mean())
+
+
+# ---- update steps: TD3+BC critic and actor steps, targets, round state (tiny hand-made clients) ------------
+
+_HP = dict(hidden=6, lr=1e-3, batch=8, gamma=0.9, tau=0.2, policy_noise=0.2, noise_clip=0.5, policy_freq=2,
+           alpha=2.5, alpha0=1.0, alpha2=0.5, rho=0.1, temperature=1.0, beta=0.1)
+
+
+def _toy_clients(sizes=(12, 7, 10), seed=0):
+    """Hand-made client data sets (pendulum-shaped: obs = (cos, sin, theta_dot), |a| <= 2, r <= 0)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for n in sizes:
+        th, thd = rng.uniform(-np.pi, np.pi, n), rng.uniform(-8, 8, n)
+        obs = np.stack([np.cos(th), np.sin(th), thd], 1).astype(np.float32)
+        nth = th + 0.05 * thd
+        out.append({"obs": obs, "action": rng.uniform(-2, 2, (n, 1)).astype(np.float32),
+                    "reward": (-(th ** 2) - 0.1 * thd ** 2).astype(np.float32),
+                    "next_obs": np.stack([np.cos(nth), np.sin(nth), thd], 1).astype(np.float32)})
+    return out
+
+
+def _toy_federation(runs=("fedora_stress", "combined_adaptive", "isolated"), seed=0):
+    """R runs of K = 3 toy clients (client 1 is 'medium', so the stress run trains it as pure TD3)."""
+    kinds = ["expert", "medium", "random"]
+    specs = [experiment.RUNS[name](kinds) for name in runs]
+    data = experiment.pack_clients(_toy_clients(), len(specs), 6, seed)
+    return method.Federation(specs, 3, data, dict(_HP), seed)
+
+
+def _mlp(params, x):
+    """The ensemble's forward written out: x @ W + b per member, ReLU between layers."""
+    n_layers = len(params) // 2
+    for i in range(n_layers):
+        x = torch.matmul(x, params[2 * i]) + params[2 * i + 1]
+        if i < n_layers - 1:
+            x = torch.relu(x)
+    return x
+
+
+def _twins(params, obs, action):
+    """Q_1, Q_2 of every member: member m's twins are critic members 2m, 2m + 1; -> (M, 2, B)."""
+    x = torch.cat([obs, action], -1).repeat_interleave(2, 0)
+    return _mlp(params, x).view(obs.shape[0], 2, -1)
+
+
+def _per_member(params_run, fed, twin):
+    """A run's global network as per-member weights (member m = r K + k uses run r's)."""
+    run = torch.arange(fed.M) // fed.K
+    idx = torch.stack([2 * run, 2 * run + 1], 1).reshape(-1) if twin else run
+    return [p[idx] for p in params_run]
+
+
+def _draw_batch(fed, state):
+    """The minibatch and the target-smoothing noise of one local step, replayed from the generator state."""
+    gen = torch.Generator().manual_seed(0)
+    gen.set_state(state)
+    d, hp = fed.data, fed.hp
+    idx = (torch.rand(fed.M, hp["batch"], generator=gen) * d["size"][:, None]).long()
+    take = lambda x: torch.gather(x, 1, idx[..., None].expand(-1, -1, x.shape[-1]))  # noqa: E731
+    noise = (torch.randn(fed.M, hp["batch"], 1, generator=gen) * hp["policy_noise"] * 2).clamp(
+        -hp["noise_clip"] * 2, hp["noise_clip"] * 2)
+    return take(d["obs"]), take(d["action"]), torch.gather(d["reward"], 1, idx), take(d["next_obs"]), noise
+
+
+def _one_round(fed, steps=4):
+    fed.start_round()
+    for _ in range(steps):
+        fed.local_step()
+    return fed.finish_round()
+
+
+
+def _sgd(fed, which, lr):
+    opt = torch.optim.SGD(getattr(fed, which).params, lr=lr)
+    setattr(fed, which + "_opt", opt)
+
+
+def test_critic_step_is_sgd_on_the_fedora_td3_target():
+    """A critic-only local step with plain SGD moves every critic by -lr grad of sum_m mean_B sum_i (Q_i - y)^2,
+    y = r + gamma max{min_i Q'_i(s', a~), min_i Q_g,i(s', a~)} (local target only for the isolated run),
+    a~ = clip(pi'(s') + clipped noise), all written out here."""
+    torch.manual_seed(0)
+    fed = _toy_federation()
+    _one_round(fed)
+    fed.start_round()  # round 2: global, target and online critics all differ
+    assert fed.step_count % 2 == 0  # the next step is critic-only
+    # shift the global critics' output bias: run 0's above its clients' targets, run 1's below, and the
+    # isolated run's above (which its clients must ignore)
+    fed.global_critic[-1] += torch.tensor([5.0, 5.0, -5.0, -5.0, 5.0, 5.0]).view(-1, 1, 1)
+    _sgd(fed, "critic", 0.01)
+    before = [p.detach().clone() for p in fed.critic.params]
+    actor_before = [p.detach().clone() for p in fed.actor.params]
+    state = fed.gen.get_state()
+    fed.local_step()
+    obs, action, reward, next_obs, noise = _draw_batch(fed, state)
+    hp = fed.hp
+    next_a = (2 * torch.tanh(_mlp(fed.actor_target, next_obs)) + noise).clamp(-2, 2)
+    local = _twins(fed.critic_target, next_obs, next_a).min(1).values
+    glob = _twins(_per_member(fed.global_critic, fed, True), next_obs, next_a).min(1).values
+    federated = torch.tensor([True] * 6 + [False] * 3)[:, None]
+    y = reward + hp["gamma"] * torch.where(federated, torch.maximum(local, glob), local)
+    assert (glob > local)[:3].all() and (glob < local)[3:6].all() and (glob > local)[6:].all()  # all three cases
+    params = [p.clone().requires_grad_(True) for p in before]
+    loss = ((_twins(params, obs, action) - y[:, None, :]) ** 2).sum(1).mean(-1).sum()
+    grads = torch.autograd.grad(loss, params)
+    for p, p0, g in zip(fed.critic.params, before, grads):
+        assert torch.allclose(p.detach(), p0 - 0.01 * g, rtol=1e-5, atol=1e-6)
+    assert max(float((0.01 * g).abs().max()) for g in grads) > 1e-3
+    assert all(torch.equal(p.detach(), q) for p, q in zip(fed.actor.params, actor_before))  # policy delay
+
+
+def test_actor_step_is_sgd_on_the_fedora_actor_loss_and_targets_follow():
+    """The delayed actor step with plain SGD moves every actor by -lr grad of sum_m [-lambda delta mean Q_1(s, pi(s))
+    + bc delta mean |pi - a|^2 + alpha_0 mean |pi - pi_g|^2 + alpha_2 mean |pi - pi_prev|^2], lambda = 2.5 / mean |Q_1|
+    held constant, pi_prev the client's actor at the end of the previous round (not the broadcast global one);
+    then the targets move tau of the way to the online weights."""
+    torch.manual_seed(0)
+    fed = _toy_federation()
+    _one_round(fed)
+    prev = [p.detach().clone() for p in fed.actor.params]  # end of round 1, before the broadcast
+    fed.start_round()
+    fed.local_step()  # critic only
+    fed.delta = torch.linspace(0.6, 1.0, fed.M)
+    fed.alpha0 = torch.linspace(0.0, 0.8, fed.M)
+    _sgd(fed, "actor", 0.05)
+    actor_before = [p.detach().clone() for p in fed.actor.params]
+    targets_before = [t.clone() for t in fed.actor_target], [t.clone() for t in fed.critic_target]
+    state = fed.gen.get_state()
+    fed.local_step()  # critic, then actor and targets
+    obs, action, _, _, _ = _draw_batch(fed, state)
+    critic = [p.detach() for p in fed.critic.params]  # after this step's critic update
+    hp = fed.hp
+    params = [p.clone().requires_grad_(True) for p in actor_before]
+    pi = 2 * torch.tanh(_mlp(params, obs))
+    q1 = _twins(critic, obs, pi)[:, 0]
+    lam = 2.5 / q1.abs().mean(-1).detach()
+    pi_g = 2 * torch.tanh(_mlp(_per_member(fed.global_actor, fed, False), obs))
+    pi_prev = 2 * torch.tanh(_mlp(prev, obs))
+    bc = torch.tensor([1.0, 0.0, 1.0] + [1.0] * 6)  # the stress run's medium client is pure TD3
+    sq = lambda u, v: ((u - v) ** 2).sum(-1).mean(-1)  # noqa: E731
+    loss = (-lam * fed.delta * q1.mean(-1) + bc * fed.delta * sq(pi, action) + fed.alpha0 * sq(pi, pi_g)
+            + hp["alpha2"] * sq(pi, pi_prev)).sum()
+    grads = torch.autograd.grad(loss, params)
+    for p, p0, g in zip(fed.actor.params, actor_before, grads):
+        assert torch.allclose(p.detach(), p0 - 0.05 * g, rtol=1e-5, atol=1e-6)
+    assert max(float((0.05 * g).abs().max()) for g in grads) > 1e-3
+    for online, old, new in ((fed.actor.params, targets_before[0], fed.actor_target),
+                             (fed.critic.params, targets_before[1], fed.critic_target)):
+        for p, t0, t in zip(online, old, new):
+            assert torch.allclose(t, (1 - hp["tau"]) * t0 + hp["tau"] * p.detach(), atol=1e-7)
+
+
+def _hand_scores(fed, actor, critic):
+    """(J_k, PI_k) on each member's score transitions with per-member actor and critic weights."""
+    idx = fed.data["score_idx"][..., None]
+    obs = torch.gather(fed.data["obs"], 1, idx.expand(-1, -1, 3))
+    action = torch.gather(fed.data["action"], 1, idx)
+    mask = fed.data["score_mask"]
+    pi = 2 * torch.tanh(_mlp(actor, obs))
+    q1 = _twins(critic, obs, pi)[:, 0]
+    j = (q1 * mask).sum(-1) / mask.sum(-1)
+    return j, (((pi - action) ** 2).mean(-1) * mask).sum(-1) / mask.sum(-1)
+
+
+def test_start_round_scores_with_the_last_rounds_scaling_and_sets_alpha0():
+    """Round 2's start: S_loc = c J_loc - PI_loc (own actor and critic, before the broadcast) and S_g the same
+    for the run's global model, with c the scaling factor of round 1 (mean PI / mean |J|; 0 in round 1);
+    alpha_0,k = rho alpha_0 where S_loc > S_g in the adaptive run, alpha_0 elsewhere, 0 for isolated clients."""
+    torch.manual_seed(0)
+    fed = _toy_federation()
+    first = fed.start_round()
+    j0, pi0 = _hand_scores(fed, fed.actor.params, fed.critic.params)
+    assert torch.allclose(first["s_local"], -pi0, atol=1e-6)  # c = 0 before any round
+    for _ in range(4):
+        fed.local_step()
+    end = fed.finish_round()
+    c = end["pi"].mean(1) / end["j"].abs().mean(1)
+    assert torch.allclose(end["c"], c) and (c > 0).all()
+    actor, critic = [p.detach().clone() for p in fed.actor.params], [p.detach().clone() for p in fed.critic.params]
+    begin = fed.start_round()
+    cm = c.repeat_interleave(3)
+    j_loc, pi_loc = _hand_scores(fed, actor, critic)
+    j_g, pi_g = _hand_scores(fed, _per_member(fed.global_actor, fed, False), _per_member(fed.global_critic, fed, True))
+    assert torch.allclose(begin["s_local"], cm * j_loc - pi_loc, atol=1e-5)
+    assert torch.allclose(begin["s_global"], cm * j_g - pi_g, atol=1e-5)
+    assert torch.allclose(fed.value_global, j_g, atol=1e-5)  # kept for FEDORA's decay at the round's end
+    adaptive = torch.where(begin["s_local"][3:6] > begin["s_global"][3:6], 0.1, 1.0)
+    assert torch.allclose(begin["alpha0"], torch.cat([torch.ones(3), adaptive, torch.zeros(3)]))
+
+
+def test_finish_round_decays_delta_from_the_previous_value_and_aggregates_by_run():
+    """delta_k <- 0.995 delta_k (the round's incoming delta, not 1) exactly where the global model's value beat
+    the client's J after training; weights per run: FEDORA softmax(0.1 J), combined softmax(S / std S) with
+    S = c J - PI, isolated 1/K; every global weight (actor, both critic twins) is the weighted client sum."""
+    torch.manual_seed(0)
+    fed = _toy_federation(("fedora", "combined", "isolated"))
+    _one_round(fed)
+    fed.start_round()
+    for _ in range(3):
+        fed.local_step()
+    j, pinc = _hand_scores(fed, fed.actor.params, fed.critic.params)
+    better = torch.tensor([1, 0, 1, 0, 0, 1, 1, 1, 0], dtype=torch.bool)
+    fed.value_global = torch.where(better, j + 1.0, j - 1.0)
+    fed.delta = torch.linspace(0.5, 0.9, 9)
+    out = fed.finish_round()
+    assert torch.allclose(out["j"].reshape(-1), j, atol=1e-5) and torch.allclose(out["pi"].reshape(-1), pinc, atol=1e-6)
+    assert torch.allclose(fed.delta, torch.where(better, 0.995, 1.0) * torch.linspace(0.5, 0.9, 9))
+    jr, pr = j.view(3, 3).double(), pinc.view(3, 3).double()
+    e = torch.exp(0.1 * jr[0])
+    s = (pr[1].mean() / jr[1].abs().mean()) * jr[1] - pr[1]
+    e2 = torch.exp(s / s.std(unbiased=False))
+    want = torch.stack([e / e.sum(), e2 / e2.sum(), torch.full((3,), 1 / 3, dtype=torch.float64)]).float()
+    assert torch.allclose(out["weights"], want, atol=1e-5)
+    w = out["weights"]
+    for p, g in zip(fed.actor.params, fed.global_actor):
+        for r in range(3):
+            assert torch.allclose(g[r], sum(w[r, k] * p[3 * r + k].detach() for k in range(3)), atol=1e-6)
+    for p, g in zip(fed.critic.params, fed.global_critic):
+        for r in range(3):
+            for t in range(2):
+                manual = sum(w[r, k] * p[2 * (3 * r + k) + t].detach() for k in range(3))
+                assert torch.allclose(g[2 * r + t], manual, atol=1e-6)
+
+
+def test_actor_loss_holds_lambda_constant_in_the_gradient():
+    """d loss / d Q_1(s_b, pi(s_b)) = -lambda delta / B exactly: lambda = alpha / mean |Q| is not differentiated."""
+    q1 = torch.tensor([[-2.0, -4.0, 1.0]], requires_grad=True)
+    z = torch.zeros(1, 3, 1)
+    loss = method.actor_loss(q1, z, z, z, z, torch.tensor([0.5]), torch.tensor([0.0]), 0.0, torch.tensor([1.0]))
+    loss.sum().backward()
+    assert torch.allclose(q1.grad, torch.full((1, 3), -(2.5 / (7 / 3)) * 0.5 / 3))

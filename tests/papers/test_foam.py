@@ -433,3 +433,86 @@ def test_graders_accept_the_reference_and_reject_wrong_answers():
     with pytest.raises(AssertionError):  # refresh but keeps the grown eps
         exercises.check_controller_step(
             lambda eps, h, eps0, eps_max, tau: (max(eps0, eps * h / tau), max(eps0, eps * h / tau) > eps_max))
+
+
+# ---- update steps: descent direction, second-step state ---------------------------------------
+
+
+def _root(F, eps):
+    """(F + eps I)^{-1/2} by scipy (independent of the method's eigendecomposition)."""
+    return np.real(scipy.linalg.fractional_matrix_power(F + eps * np.eye(len(F)), -0.5))
+
+
+def test_adam_two_steps_follow_the_bias_corrected_moments():
+    """AdamOptimizer at steps 1 and 2 with different gradients: x -= lr m_hat / (sqrt(v_hat) + eps), m and v
+    EMAs of the gradient with bias corrections 1 - beta^t (at step 2 the moments differ from the raw gradient)."""
+    x0 = np.array([0.3, -1.2, 2.0])
+    prm = torch.nn.Parameter(torch.tensor(x0, dtype=torch.float64))
+    opt = method.AdamOptimizer([prm], lr=0.1)
+    g1, g2 = np.array([1.0, -2.0, 0.5]), np.array([-3.0, 0.1, 0.5])
+    b1, b2, e = method.BETA1, method.BETA2, method.ADAM_EPS
+    m, v, x = np.zeros(3), np.zeros(3), x0.copy()
+    for t, g in ((1, g1), (2, g2)):
+        prm.grad = torch.tensor(g)
+        opt.step()
+        m, v = b1 * m + (1 - b1) * g, b2 * v + (1 - b2) * g * g
+        x = x - 0.1 * (m / (1 - b1**t)) / (np.sqrt(v / (1 - b2**t)) + e)
+        assert np.allclose(prm.detach().numpy(), x, rtol=1e-12, atol=1e-12), t
+    assert opt.t == 2
+
+
+@pytest.mark.parametrize("f", [1, 10])
+def test_shampoo_two_steps_use_momentum_roots_and_grafting(f):
+    """ShampooOptimizer at steps 1 and 2 with different gradients, against an independent re-derivation:
+    L, R EMAs of G G^T, G^T G; roots (L_bar + eps I)^{-1/2} refreshed at t = 1 and t % f == 0 (else the step-1
+    root stays); P = L^{-1/2} M_hat R^{-1/2} with M_hat the bias-corrected *momentum* (not the raw gradient,
+    equal to it only at step 1); P grafted to the Adam direction's norm; the bias by Adam."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(2, 3).double()
+    W0, c0 = lin.weight.detach().numpy().copy(), lin.bias.detach().numpy().copy()
+    eps0, lr = 1e-3, 0.05
+    opt = method.ShampooOptimizer(lin, method.Policy("stale", f=f, eps0=eps0), lr=lr)
+    rng = np.random.default_rng(5)
+    grads = [(rng.normal(size=(3, 2)), rng.normal(size=3)) for _ in range(2)]
+    b1, b2, e = method.BETA1, method.BETA2, method.ADAM_EPS
+    W, c = W0.copy(), c0.copy()
+    L, R, m, v, mc, vc = np.zeros((3, 3)), np.zeros((2, 2)), np.zeros((3, 2)), np.zeros((3, 2)), np.zeros(3), np.zeros(3)
+    for t, (G, gc) in enumerate(grads, start=1):
+        lin.weight.grad, lin.bias.grad = torch.tensor(G), torch.tensor(gc)
+        opt.step()
+        L, R = b2 * L + (1 - b2) * G @ G.T, b2 * R + (1 - b2) * G.T @ G
+        m, v = b1 * m + (1 - b1) * G, b2 * v + (1 - b2) * G * G
+        if t == 1 or t % f == 0:
+            Lr, Rr = _root(L / (1 - b2**t), eps0), _root(R / (1 - b2**t), eps0)
+        m_hat = m / (1 - b1**t)
+        A = m_hat / (np.sqrt(v / (1 - b2**t)) + e)
+        P = Lr @ m_hat @ Rr
+        step = lr * P * np.linalg.norm(A) / np.linalg.norm(P)
+        if t == 1:  # a descent direction: <P, G> > 0 (the preconditioner is positive definite)
+            assert float(np.sum(step * G)) > 0
+        W = W - step
+        mc, vc = b1 * mc + (1 - b1) * gc, b2 * vc + (1 - b2) * gc * gc
+        c = c - lr * (mc / (1 - b1**t)) / (np.sqrt(vc / (1 - b2**t)) + e)
+        assert np.allclose(lin.weight.detach().numpy(), W, rtol=1e-9, atol=1e-11), t
+        assert np.allclose(lin.bias.detach().numpy(), c, rtol=1e-12, atol=1e-12), t
+    assert opt.evds == 2 * (2 if f == 1 else 1)
+
+
+def test_training_loop_takes_an_adam_step_on_the_minibatch_mse():
+    """train_autoencoder's step: the minibatch of _batch_order, the MSE reconstruction loss and one Adam step
+    (at t = 1: x -= lr g / (|g| + eps)); the curve's loss after step 1 is the full-batch MSE of the model updated
+    by hand, and it is below the initial loss (descent)."""
+    X = X_SMALL[:16]
+    lr = 3e-3
+    res = experiment.train_autoencoder("adam", seed=2, steps=1, lr=lr, batch_size=4, eval_every=1, X=X)
+    model = task.autoencoder(2)
+    xb = torch.from_numpy(X[task._batch_order(16, 1, 4, 2)[0]])
+    ((model(xb) - xb) ** 2).mean().backward()
+    with torch.no_grad():
+        for p in model.parameters():
+            g = p.grad.double()
+            p.copy_((p.double() - lr * g / (g.abs() + method.ADAM_EPS)).float())
+        want = float(((model(torch.from_numpy(X)) - torch.from_numpy(X)) ** 2).mean())
+    assert res.curve["step"].tolist() == [0, 1]
+    assert res.curve["loss"][1] == pytest.approx(want, rel=1e-5)
+    assert res.curve["loss"][1] < res.curve["loss"][0]

@@ -358,3 +358,185 @@ def test_graders_accept_the_reference_and_reject_a_wrong_answer():
     exercises.check_cross_pi(pi)
     with pytest.raises(AssertionError):
         exercises.check_cross_pi(lambda a, t, c: pi(a, t, c) * 2)
+
+
+# ---- update steps: descent direction, composite losses, second step -------------------------------
+
+
+def _smooth_l1(x):
+    return 0.5 * x * x if abs(x) < 1 else abs(x) - 0.5
+
+
+def _rkd_by_hand(s, t):
+    """Step 7 with loops: squared distances of distinct pairs divided by their MEAN, Huber; cosines of
+    the angle at j of distinct triplets (i, j, k), Huber; (L_D + L_A) / 2."""
+    n = len(s)
+    pairs = [(i, j) for i in range(n) for j in range(n) if i != j]
+
+    def dist(e):
+        d = {(i, j): float(((e[i] - e[j]) ** 2).sum()) for i, j in pairs}
+        mean = sum(d.values()) / len(d)
+        return {k: v / mean for k, v in d.items()}
+
+    def angle(e, i, j, k):
+        u, v = e[i] - e[j], e[k] - e[j]
+        return float(u @ v / (np.linalg.norm(u) * np.linalg.norm(v)))
+
+    ds, dt = dist(s), dist(t)
+    loss_d = np.mean([_smooth_l1(ds[p] - dt[p]) for p in pairs])
+    triplets = [(i, j, k) for i, j in pairs for k in range(n) if k not in (i, j)]
+    loss_a = np.mean([_smooth_l1(angle(s, *tr) - angle(t, *tr)) for tr in triplets])
+    return 0.5 * (loss_d + loss_a), loss_d, loss_a
+
+
+def test_rkd_loss_equals_the_hand_computed_mean_normalised_terms():
+    """RKD on 5 points: the distance term (each model's squared distances over their mean, Huber) and the
+    angle term, both nonzero, averaged; the sum-normalised variant would give another value."""
+    rng = np.random.default_rng(3)
+    s, t = rng.normal(size=(5, 3)), rng.normal(size=(5, 4)) * 2.0
+    total, loss_d, loss_a = _rkd_by_hand(s, t)
+    got = float(method.rkd_loss(torch.tensor(s), torch.tensor(t)))
+    assert got == pytest.approx(total, rel=1e-10)
+    assert loss_d > 1e-3 and loss_a > 1e-3
+
+
+def test_rkd_loss_gradient_reaches_the_student_only_and_lowers_the_loss():
+    """The gradient of RKD w.r.t. the student's embeddings is the finite-difference slope of the hand-made
+    loss; the teacher gets none; a small step against it lowers the loss."""
+    rng = np.random.default_rng(4)
+    s = torch.tensor(rng.normal(size=(4, 3)), requires_grad=True)
+    t = torch.tensor(rng.normal(size=(4, 3)), requires_grad=True)
+    loss = method.rkd_loss(s, t)
+    gs, gt = torch.autograd.grad(loss, (s, t), allow_unused=True)
+    assert gt is None or torch.all(gt == 0)
+    h = 1e-6
+    base = s.detach().numpy()
+    for i, j in ((0, 0), (2, 1), (3, 2)):
+        plus, minus = base.copy(), base.copy()
+        plus[i, j] += h
+        minus[i, j] -= h
+        fd = (_rkd_by_hand(plus, t.detach().numpy())[0] - _rkd_by_hand(minus, t.detach().numpy())[0]) / (2 * h)
+        assert float(gs[i, j]) == pytest.approx(fd, rel=1e-4, abs=1e-8)
+    stepped = _rkd_by_hand(base - 1e-3 * gs.numpy(), t.detach().numpy())[0]
+    assert stepped < loss.item()
+
+
+@pytest.fixture(scope="module")
+def tiny_run():
+    """32 training scenes, a teacher (untrained) and its targets: shared by the step tests."""
+    cfg = core.configure(experiment.EXPERIMENT_PROFILES, "smoke", n_train=32, n_test=32)
+    data = experiment.load_data(cfg)
+    teacher = experiment.make_embedder(cfg, "teacher", seed=1)
+    return cfg, data["train"], experiment.teacher_targets(teacher, data["train"], cfg, 0)
+
+
+def test_hierd_loss_total_is_the_weighted_sum_of_its_returned_terms(tiny_run):
+    """Step 8 with distinct weights: total = kd (text + vis) / 2 + cross L_cross; L^tok enters text and
+    vis linearly in its weight; relational=False leaves only the token terms and no cross term."""
+    cfg, train, targets = tiny_run
+    student = experiment._student(cfg, 2)
+    idx = torch.arange(12)
+    out_q, out_a = student(train["images"][idx], train["questions"][idx]), student(None, train["answers"][idx])
+    pairs = experiment._take(targets["pairs"], idx)
+
+    def terms(**kw):
+        return method.hierd_loss(out_q, out_a, pairs, targets["projectors"], student.n_patches,
+                                 method.HieRDWeights(**kw))
+
+    got = terms(kd=1.3, cross=0.7, tok=0.2)
+    assert got["text"] > 0 and got["vis"] > 0 and got["cross"] > 0
+    assert got["total"].item() == pytest.approx(float(1.3 * 0.5 * (got["text"] + got["vis"]) + 0.7 * got["cross"]), rel=1e-6)
+    zero, double = terms(kd=1.3, cross=0.7, tok=0.0), terms(kd=1.3, cross=0.7, tok=0.4)
+    for part in ("text", "vis"):
+        tok_part = float(got[part] - zero[part])
+        assert tok_part > 1e-4 and float(double[part] - zero[part]) == pytest.approx(2 * tok_part, rel=1e-5)
+    assert float(zero["cross"]) == pytest.approx(float(got["cross"]), rel=1e-6)
+    token_only = terms(kd=1.3, cross=0.7, tok=0.2, relational=False)
+    assert float(token_only["cross"]) == 0.0
+    for part in ("text", "vis"):
+        assert float(token_only[part]) == pytest.approx(float(got[part] - zero[part]), rel=1e-5)
+
+
+def _sgd_adamw(monkeypatch):
+    """Plain SGD in place of the trainer's AdamW (the learning rates of its parameter groups kept)."""
+    def make(params, weight_decay=0.0, fused=None, **kw):
+        assert weight_decay == 0.0
+        return torch.optim.SGD(params, lr=0.0)
+
+    monkeypatch.setattr(torch.optim, "AdamW", make)
+
+
+def _step_cfg(warmup):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(batch=16, warmup=warmup, projector_lr_scale=5.0, weight_decay=0.0, grad_clip=1e9, tau=0.5)
+
+
+def _hand_nce(q, a, ids, tau):
+    """Eq. 1 by hand: soft targets uniform over the answers with the query's answer id."""
+    positive = (ids[:, None] == ids[None]).float()
+    logp = torch.log_softmax(q @ a.T / tau, 1)
+    return -((positive / positive.sum(1, keepdim=True)) * logp).sum(1).mean()
+
+
+def test_train_embedder_contrastive_step_is_sgd_on_info_nce(tiny_run, monkeypatch):
+    """The teacher's (contrastive) step: one plain-SGD step (a one-step run: schedule 1) equals the
+    hand-written InfoNCE step on the seeded batch."""
+    import copy
+
+    _sgd_adamw(monkeypatch)
+    cfg, train, _ = tiny_run
+    sub = {k: v[:16] for k, v in train.items()}
+    model = experiment._student(cfg, 3)
+    ref = copy.deepcopy(model)
+    experiment.train_embedder(model, sub, 1, 0.2, _step_cfg(warmup=1.0), seed=5)
+    idx = torch.as_tensor(np.random.default_rng([5, 7]).permutation(16))
+    loss = _hand_nce(ref(sub["images"][idx], sub["questions"][idx])["embedding"],
+                     ref(None, sub["answers"][idx])["embedding"], sub["answer_id"][idx], 0.5)
+    grads = torch.autograd.grad(loss, list(ref.parameters()), allow_unused=True)
+    for p_new, p_old, g in zip(model.parameters(), ref.parameters(), grads):
+        want = p_old if g is None else p_old - 0.2 * g
+        assert torch.allclose(p_new, want, atol=1e-6, rtol=1e-4)
+    assert any(g is not None and g.abs().max() > 1e-4 for g in grads)
+
+
+def test_train_embedder_student_two_steps_are_sgd_on_nce_rkd_and_hierd(tiny_run, monkeypatch):
+    """A HieRD student over two steps (two batches; schedule 1/2 then 1; projectors at 5x the lr): each
+    is -lr x the gradient of InfoNCE + rkd x RKD(student, teacher embeddings) + the step-8 total."""
+    import copy
+
+    _sgd_adamw(monkeypatch)
+    cfg, train, targets = tiny_run
+    weights = method.HieRDWeights(kd=1.5, cross=0.5, rkd=0.7, tok=0.2)
+    model = experiment._student(cfg, 4)
+    projectors = experiment.make_projectors(cfg, 1)
+    ref, ref_proj = copy.deepcopy(model), copy.deepcopy(projectors)
+    curve = experiment.train_embedder(model, train, 1, 0.05, _step_cfg(warmup=1.0), seed=6, weights=weights,
+                                      targets={**targets, "projectors": projectors})
+    assert len(curve) == 2 and (curve["rkd"] > 0).all() and (curve["cross"] > 0).all()
+    order = np.random.default_rng([6, 7]).permutation(32)
+    for step, scale in ((0, 0.5), (1, 1.0)):
+        idx = torch.as_tensor(order[step * 16:(step + 1) * 16])
+        out_q, out_a = ref(train["images"][idx], train["questions"][idx]), ref(None, train["answers"][idx])
+        loss = _hand_nce(out_q["embedding"], out_a["embedding"], train["answer_id"][idx], 0.5)
+        e_t = torch.cat([targets["e_q"][idx], targets["e_a"][idx]])
+        loss = loss + 0.7 * method.rkd_loss(torch.cat([out_q["embedding"], out_a["embedding"]]), e_t)
+        loss = loss + method.hierd_loss(out_q, out_a, experiment._take(targets["pairs"], idx), ref_proj,
+                                        ref.n_patches, weights)["total"]
+        params = list(ref.parameters()) + list(ref_proj.parameters())
+        lrs = [0.05] * len(list(ref.parameters())) + [0.25] * len(list(ref_proj.parameters()))
+        grads = torch.autograd.grad(loss, params, allow_unused=True)
+        with torch.no_grad():
+            for p, g, lr in zip(params, grads, lrs):
+                if g is not None:
+                    p -= lr * scale * g
+    for got, want in zip(list(model.parameters()) + list(projectors.parameters()),
+                         list(ref.parameters()) + list(ref_proj.parameters())):
+        assert torch.allclose(got, want, atol=1e-5, rtol=1e-4)
+
+
+def test_schedule_warm_up_then_cosine():
+    """Linear warm-up over round(warmup x steps) steps, then a cosine from 1 to 0 over the rest."""
+    values = [experiment._schedule(s, 8, 0.25) for s in range(8)]
+    assert values[:3] == pytest.approx([0.5, 1.0, 1.0])
+    assert values[5] == pytest.approx(0.5) and values[7] == pytest.approx(0.5 * (1 + math.cos(math.pi * 5 / 6)))

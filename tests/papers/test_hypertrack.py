@@ -273,3 +273,139 @@ def test_rft_update_refills_the_batch(small):
     assert stats["share_kept"] == pytest.approx(5 / 12)
     stats = method.rft_update(policy, optimiser, draw_states, lambda s, a: np.ones(len(s)), 4, 5, gen, max_rounds=2)
     assert stats["groups"] == 0 and stats["draws"] == 2 and stats["loss"] == 0.0
+
+
+# ---- update steps: descent direction, composite loss, second epoch --------------------------------
+
+
+def _sgd_step(params, loss, lr):
+    grads = torch.autograd.grad(loss, params)
+    with torch.no_grad():
+        for p, g in zip(params, grads):
+            p -= lr * g
+
+
+def _hand_dapo(new, old, adv, mask, eps_low, eps_high):
+    """The DAPO loss written out token by token: -sum min(rho A, clip(rho) A) / number of tokens."""
+    total, count = 0.0, 0.0
+    for i in range(new.shape[0]):
+        for t in range(new.shape[1]):
+            if mask[i, t]:
+                rho = torch.exp(new[i, t] - old[i, t])
+                total = total + torch.minimum(rho * adv[i], torch.clamp(rho, 1 - eps_low, 1 + eps_high) * adv[i])
+                count += 1
+    return -total / count
+
+
+def test_dapo_loss_gradient_at_ratio_one_is_the_token_averaged_policy_gradient():
+    """At rho = 1 (logp_new = logp_old) the DAPO loss's gradient is -sum_i A_i sum_t grad logp_it / sum |o_i|, and
+    it does not reach the old log-probabilities; off rho = 1 it equals the hand-written clipped objective."""
+    g = torch.Generator().manual_seed(0)
+    logp = torch.log(torch.rand(3, 3, generator=g, dtype=torch.float64) * 0.9 + 0.05).requires_grad_(True)
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0], [1.0, 1.0, 1.0]], dtype=torch.float64)
+    adv = torch.tensor([1.5, -0.5, -1.0], dtype=torch.float64)
+    method.dapo_loss(logp, logp, adv, mask).backward()  # the old log-probabilities are detached inside
+    assert torch.allclose(logp.grad, -adv[:, None] * mask / mask.sum())
+    old = logp.detach() + torch.tensor([[0.5, -0.1, 0.0], [0.3, 0.0, 0.0], [-0.4, 0.05, 0.2]], dtype=torch.float64)
+    new = logp.detach().clone().requires_grad_(True)
+    loss = method.dapo_loss(new, old, adv, mask, 0.2, 0.3)
+    want = _hand_dapo(new, old, adv, mask, 0.2, 0.3)
+    assert torch.allclose(loss, want)
+    assert torch.allclose(torch.autograd.grad(loss, new)[0], torch.autograd.grad(want, new)[0])
+
+
+def test_sft_update_is_an_sgd_step_on_the_token_cross_entropy(small):
+    """sft_update with plain SGD: parameters move by -lr grad of -sum(log p(token)) / #tokens, and the reference
+    actions' mean token log-probability rises."""
+    import copy
+
+    world, tasks = small
+    rows = task.record_episodes(world, tasks[:4], "phone")
+    obs, actions = task.observe(rows), rows["action"]
+    policy = task.GUIPolicy(hidden=16, seed=0)
+    ref = copy.deepcopy(policy)
+    lr = 0.05
+    before = float(policy.token_logprobs(obs, actions)[0].detach().sum())
+    loss = method.sft_update(policy, torch.optim.SGD(policy.parameters(), lr=lr), obs, actions)
+    logp, mask = ref.token_logprobs(obs, actions)
+    want = -(logp * mask).sum() / mask.sum()
+    assert loss == pytest.approx(float(want.detach()), rel=1e-6)
+    _sgd_step(list(ref.parameters()), want, lr)
+    for a, b in zip(policy.parameters(), ref.parameters()):
+        assert torch.allclose(a, b, atol=1e-7)
+    assert float(policy.token_logprobs(obs, actions)[0].detach().sum()) > before
+
+
+def test_rft_update_first_epoch_descends_and_second_epoch_uses_the_old_policy(small):
+    """rft_update with plain SGD and two epochs, against a hand-written GRPO/DAPO: samples and rewards recorded,
+    A = (R - mean) / (std + 1e-6) per group; epoch 1 (rho = 1) is a step along the token-averaged policy gradient
+    and raises the log-probability of each group's best-rewarded sample; epoch 2 takes the clipped objective with
+    the *old* (pre-update) log-probabilities, so rho != 1 and the returned loss is that of epoch 2."""
+    import copy
+
+    world, tasks = small
+    rows = task.record_episodes(world, tasks[:4], "phone")
+    obs = task.observe(rows)
+    policy = task.GUIPolicy(hidden=16, seed=0)
+    ref = copy.deepcopy(policy)
+    lr, G = 0.5, 4
+    seen = {}
+
+    def draw_states():
+        return {k: v[:6] for k, v in obs.items()}, np.arange(6)
+
+    def reward(states, actions):
+        seen["states"], seen["actions"] = states, actions
+        return np.arange(len(states)) % 3 + (actions[:, 0] == task.CLICK)  # mixed within every group
+
+    stats = method.rft_update(policy, torch.optim.SGD(policy.parameters(), lr=lr), draw_states, reward,
+                              group_size=G, batch_groups=6, generator=torch.Generator().manual_seed(0), epochs=2)
+    assert stats["groups"] == 6 and stats["draws"] == 1
+    sub = {k: v[seen["states"]] for k, v in obs.items()}
+    r = np.asarray(reward(seen["states"], seen["actions"]), dtype=float).reshape(6, G)
+    adv = torch.as_tensor(((r - r.mean(1, keepdims=True)) / (r.std(1, keepdims=True) + 1e-6)).reshape(-1),
+                          dtype=torch.float32)
+    params = list(ref.parameters())
+    old, mask = ref.token_logprobs(sub, seen["actions"])
+    old = old.detach()
+    logp = ref.token_logprobs(sub, seen["actions"])[0]
+    _sgd_step(params, -(adv[:, None] * logp * mask).sum() / mask.sum(), lr)  # epoch 1: rho = 1
+    after1 = ref.token_logprobs(sub, seen["actions"])[0].detach()
+    best = r.reshape(-1) == r.max(1).repeat(G)
+    assert np.all(((after1 - old) * mask).sum(1).numpy()[best] > 0)
+    new = ref.token_logprobs(sub, seen["actions"])[0]
+    assert (torch.exp(new.detach() - old) - 1).abs().max() > 0.05  # the second epoch is off-policy
+    loss2 = _hand_dapo(new, old, adv, mask, 0.2, 0.3)
+    assert stats["loss"] == pytest.approx(float(loss2.detach()), rel=1e-4)
+    _sgd_step(params, loss2, lr)  # epoch 2
+    for a, b in zip(policy.parameters(), ref.parameters()):
+        assert torch.allclose(a, b, atol=1e-5)
+
+
+def test_fine_tune_sft_steps_are_sgd_on_the_seeded_minibatches(small, monkeypatch):
+    """fine_tune_sft with plain SGD in place of Adam: two steps, each -lr grad of the token cross-entropy on the
+    minibatch of batch_states rows drawn by the seed + 101 generator (the second at the first step's weights);
+    the base policy is left as it was."""
+    import copy
+
+    monkeypatch.setattr(torch.optim, "Adam", lambda params, lr=1e-3, **kw: torch.optim.SGD(params, lr=lr))
+    world, tasks = small
+    rows = task.record_episodes(world, tasks[:4], "phone")
+    base = task.GUIPolicy(hidden=16, seed=0)
+    ref, untouched = copy.deepcopy(base), copy.deepcopy(base)
+    cfg = SimpleNamespace(ft_lr=0.05, ft_steps=2, batch_states=5)
+    policy, log = experiment.fine_tune_sft(base, rows, cfg, seed=3)
+    obs = task.observe(rows)
+    gen = torch.Generator().manual_seed(3 + 101)
+    losses = []
+    for _ in range(2):
+        idx = torch.randint(len(rows["step"]), (5,), generator=gen)
+        logp, mask = ref.token_logprobs({k: v[idx] for k, v in obs.items()}, rows["action"][idx.numpy()])
+        loss = -(logp * mask).sum() / mask.sum()
+        losses.append(float(loss.detach()))
+        _sgd_step(list(ref.parameters()), loss, cfg.ft_lr)
+    assert log["final_loss"] == pytest.approx(np.mean(losses), rel=1e-6)
+    for a, b in zip(policy.parameters(), ref.parameters()):
+        assert torch.allclose(a, b, atol=1e-7)
+    for a, b in zip(base.parameters(), untouched.parameters()):
+        assert torch.equal(a, b)

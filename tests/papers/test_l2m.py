@@ -173,3 +173,226 @@ def test_paper_profile_keeps_tensors_on_the_model_device(monkeypatch):
     assert nlls.device.type == picks.device.type == "meta"
     fitted = baselines.fit_masked_mlp(x, y, r, 2, 0)  # the per-task networks follow x
     assert {p.device.type for p in fitted.parameters()} == {"meta"}
+
+
+# ---- update steps: estimator, composite losses, descent, second step -----------------------------
+
+
+def _sgd(monkeypatch, name):
+    """Replace torch.optim.<name> (Adam, AdamW) by plain SGD at the same learning rate(s) for one test."""
+    monkeypatch.setattr(torch.optim, name, lambda params, lr=1e-3, **kw: torch.optim.SGD(params, lr=lr))
+
+
+def _nll(mean, std, y):
+    return 0.5 * ((y - mean) / std) ** 2 + torch.log(std) + 0.5 * np.log(2 * np.pi)
+
+
+def _st_pick(logits, tau, g):
+    """The straight-through Gumbel one-hot written out: forward the hard argmax, gradient of the soft sample."""
+    u = torch.rand(logits.shape, generator=g).clamp(1e-10, 1 - 1e-10)
+    soft = torch.softmax((logits - torch.log(-torch.log(u))) / tau, dim=-1)
+    hard = torch.nn.functional.one_hot(soft.argmax(-1), logits.shape[-1]).to(soft)
+    return hard + soft - soft.detach(), soft
+
+
+def test_straight_through_gumbel_is_hard_forward_and_soft_backward():
+    """The value is the one-hot argmax of softmax((l + g) / tau); the gradient is the soft sample's, same sign."""
+    logits = torch.randn(5, 4, generator=torch.Generator().manual_seed(1), dtype=torch.float64, requires_grad=True)
+    w = torch.randn(5, 4, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    s = method.straight_through_gumbel(logits, 0.7, torch.Generator().manual_seed(3))
+    (s * w).sum().backward()
+    want, soft = _st_pick(logits, 0.7, torch.Generator().manual_seed(3))
+    onehot = torch.nn.functional.one_hot(soft.detach().argmax(-1), 4).double()
+    assert torch.allclose(s.detach(), onehot, atol=1e-12) and torch.equal(s.detach(), want.detach())
+    grad = torch.autograd.grad((soft * w).sum(), logits)[0]
+    assert torch.allclose(logits.grad, grad, atol=1e-12) and grad.abs().sum() > 0
+
+
+def _tiny_l2m(seed=0, d=task.N_FEATURES):
+    torch.manual_seed(seed)
+    return method.L2M(d, width=16, n_layers=1, ff=32, hidden=32)
+
+
+def _hand_selector_loss(model, context, x, y, r, tau, g):
+    """selector_loss written out: state m, logits blocked to (1 - m) r, straight-through pick, the NLL at
+    max(m, s), averaged over the rows that still have a feature to acquire."""
+    m = method.acquisition_state(r, g)
+    available = r * (1 - m)
+    logits = model.selector(model.encode(context, method.query_tokens(x, m)))
+    s, _ = _st_pick(logits.masked_fill(available == 0, -1e8), tau, g)
+    m_next = m + (1 - m) * s
+    mean, std = model.predict(model.encode(context, method.query_tokens(x, m_next)))
+    counted = available.sum(-1) > 0
+    return _nll(mean, std, y)[counted].mean(), m, m_next, counted
+
+
+def test_selector_loss_is_the_nll_after_one_pick_over_counted_rows():
+    """selector_loss equals the hand-written objective (value and gradient); a pick adds exactly one available,
+    unacquired feature; rows with nothing left to acquire (here a fully missing row) do not count."""
+    g = torch.Generator().manual_seed(0)
+    model = _tiny_l2m(d=3)
+    context = method.context_tokens(torch.randn(2, 5, 3, generator=g), torch.ones(2, 5, 3), torch.randn(2, 5, generator=g))
+    x, y = torch.randn(2, 4, 3, generator=g), torch.randn(2, 4, generator=g)
+    r = torch.ones(2, 4, 3)
+    r[0, 1] = 0.0  # nothing to acquire in this row
+    loss = method.selector_loss(model, context, x, y, r, 0.5, torch.Generator().manual_seed(7))
+    grads = torch.autograd.grad(loss, list(model.selector.parameters()))
+    want, m, m_next, counted = _hand_selector_loss(model, context, x, y, r, 0.5, torch.Generator().manual_seed(7))
+    assert not counted[0, 1] and 2 <= counted.sum() < 7
+    picked = (m_next - m).detach()
+    assert torch.all(picked[counted].sum(-1) == 1) and torch.all(picked[counted] <= (r * (1 - m))[counted])
+    assert torch.allclose(loss, want, atol=1e-6)
+    for a, b in zip(grads, torch.autograd.grad(want, list(model.selector.parameters()))):
+        assert torch.allclose(a, b, atol=1e-7)
+    assert sum(float(a.abs().sum()) for a in grads) > 0  # the selector learns through the pick
+
+
+def _draw(rng):
+    return experiment.as_tensors(task.sample_tasks(rng, 2, 10, kind="linear"))
+
+
+def test_train_selector_steps_are_sgd_on_the_selector_loss(monkeypatch):
+    """Two train_selector steps with plain SGD in place of Adam: the selector moves by -lr grad and the predictor
+    head by -head_lr grad of the hand-written selector loss on the step's batch (the second step at the
+    first step's parameters, a new batch); embedder and encoder stay frozen and are unfrozen afterwards."""
+    import copy
+
+    _sgd(monkeypatch, "Adam")
+    model = _tiny_l2m(1)
+    ref = copy.deepcopy(model)
+    lr, head_lr, tau, seed = 0.05, 0.02, 0.5, 3
+    losses = method.train_selector(model, _draw, 2, lr, head_lr, tau, (3, 6), seed)
+    rng, g = np.random.default_rng([seed, 2]), torch.Generator().manual_seed(seed + 1)
+    for step in range(2):
+        n_c = int(rng.integers(3, 7))
+        b = _draw(rng)
+        ctx = method.context_tokens(b["x"][:, :n_c], b["r"][:, :n_c], b["y"][:, :n_c])
+        loss = _hand_selector_loss(ref, ctx, b["x"][:, n_c:], b["y"][:, n_c:], b["r"][:, n_c:], tau, g)[0]
+        assert losses[step] == pytest.approx(float(loss.detach()), abs=1e-5)
+        heads = [(p, lr) for p in ref.selector.parameters()] + [(p, head_lr) for p in ref.predictor.parameters()]
+        grads = torch.autograd.grad(loss, [p for p, _ in heads])
+        with torch.no_grad():
+            for (p, rate), gr in zip(heads, grads):
+                p -= rate * gr
+    for (name, a), b in zip(model.named_parameters(), ref.parameters()):
+        assert torch.allclose(a, b, atol=1e-6), name
+        assert a.requires_grad
+    assert not torch.equal(model.selector[-1].weight, _tiny_l2m(1).selector[-1].weight)
+
+
+def test_pretraining_schedule_warms_up_then_decays():
+    """_schedule: (step + 1) / warmup during warm-up, then (steps - step) / (steps - warmup) down to 0."""
+    assert [method._schedule(s, 10, 2) for s in range(10)] == [0.5, 1.0, 1.0, 7 / 8, 6 / 8, 5 / 8, 4 / 8, 3 / 8,
+                                                               2 / 8, 1 / 8]
+
+
+def test_train_predictor_steps_are_clipped_sgd_on_the_prequential_nll(monkeypatch):
+    """Two train_predictor steps with plain SGD in place of Adam: every non-selector parameter moves by
+    -lr_t clip(grad) of the hand-written prequential NLL (context tokens, real targets with labels, queries at a
+    random acquisition state), lr_t = lr x the warm-up schedule, the gradient clipped to norm 1; the selector
+    head does not move."""
+    import copy
+
+    _sgd(monkeypatch, "Adam")
+    model = _tiny_l2m(2)
+    ref = copy.deepcopy(model)
+    lr, seed, steps = 0.05, 4, 3  # warm-up of 1 step: factors 1, 1, 1/2
+    losses = method.train_predictor(model, _draw, steps, lr, seed, (3, 6))
+    rng, g = np.random.default_rng([seed, 1]), torch.Generator().manual_seed(seed)
+    params = [p for name, p in ref.named_parameters() if not name.startswith("selector")]
+    for step, factor in enumerate([1.0, 1.0, 0.5]):
+        n_c = int(rng.integers(3, 7))
+        b = _draw(rng)
+        x, y, r = b["x"], b["y"], b["r"]
+        ctx = method.context_tokens(x[:, :n_c], r[:, :n_c], y[:, :n_c])
+        xt, yt, rt = x[:, n_c:], y[:, n_c:], r[:, n_c:]
+        m = method.acquisition_state(rt, g)
+        assert torch.all(m <= rt)
+        hidden = ref.encode(ctx, method.query_tokens(xt, m), targets=method.context_tokens(xt, rt, yt))
+        loss = _nll(*ref.predict(hidden), yt).mean()
+        assert losses[step] == pytest.approx(float(loss.detach()), abs=1e-5)
+        grads = torch.autograd.grad(loss, params)
+        norm = float(torch.sqrt(sum((gr ** 2).sum() for gr in grads)))
+        scale = min(1.0, 1.0 / (norm + 1e-6))
+        with torch.no_grad():
+            for p, gr in zip(params, grads):
+                p -= lr * factor * scale * gr
+    for (name, a), b in zip(model.named_parameters(), ref.parameters()):
+        assert torch.allclose(a, b, atol=1e-6), name
+    assert torch.equal(model.selector[0].weight, _tiny_l2m(2).selector[0].weight)
+
+
+def _hand_task_net(net, inputs, dropout, g):
+    """TaskNetworks' forward written out: per task h W + b, ReLU and inverted dropout after hidden layers."""
+    h = inputs
+    for i, (w, b) in enumerate(zip(net.weights, net.biases)):
+        h = torch.bmm(h, w) + b
+        if i < len(net.weights) - 1:
+            h = torch.relu(h)
+            if dropout > 0:
+                h = h * (torch.rand(h.shape, generator=g) >= dropout).to(h) / (1 - dropout)
+    return h
+
+
+def _hand_mlp_nll(net, x, m, y, dropout, g):
+    out = _hand_task_net(net, torch.cat([x * m, m], -1), dropout, g)
+    return _nll(out[..., 0], 0.05 + 0.95 * torch.nn.functional.softplus(out[..., 1]), y)
+
+
+def _tiny_tasks(seed=0):
+    t = experiment.as_tensors(task.sample_tasks(np.random.default_rng(seed), 2, 6, kind="linear"))
+    return t["x"], t["y"], t["r"]
+
+
+def test_fit_masked_mlp_epochs_are_sgd_on_the_masked_nll(monkeypatch):
+    """Two fit_masked_mlp epochs with plain SGD in place of AdamW: each moves the per-task networks by -lr grad
+    of the mean NLL at a fresh acquisition state, with inverted dropout (the second epoch at the first epoch's
+    weights, with new states and dropout draws)."""
+    _sgd(monkeypatch, "AdamW")
+    x, y, r = _tiny_tasks()
+    lr, seed, dropout = 0.1, 5, 0.2
+    net = baselines.fit_masked_mlp(x, y, r, 2, seed, hidden=8, lr=lr, dropout=dropout)
+    g = torch.Generator().manual_seed(seed)
+    ref = baselines.TaskNetworks(2, [12, 8, 8, 2], dropout, g)
+    for _ in range(2):
+        m = method.acquisition_state(r, g)
+        loss = _hand_mlp_nll(ref, x, m, y, dropout, g).mean()
+        grads = torch.autograd.grad(loss, list(ref.parameters()))
+        with torch.no_grad():
+            for p, gr in zip(ref.parameters(), grads):
+                p -= lr * gr
+    for a, b in zip(net.parameters(), ref.parameters()):
+        assert torch.allclose(a, b, atol=1e-6)
+    assert not net.training
+
+
+def test_fit_gdfs_selector_epochs_are_sgd_on_the_pick_nll(monkeypatch):
+    """Two fit_gdfs_selector epochs with plain SGD in place of Adam: the selector moves by -lr grad of the NLL of
+    the frozen masked MLP after a straight-through pick among the available, unacquired features (rows with
+    nothing left do not count); the predictor does not move and is trainable again afterwards."""
+    import copy
+
+    _sgd(monkeypatch, "Adam")
+    x, y, r = _tiny_tasks(1)
+    r[0, 0] = 0.0  # a row with nothing to acquire
+    predictor = baselines.fit_masked_mlp(x, y, r, 1, 0, hidden=8, dropout=0.0)
+    before = copy.deepcopy(predictor)
+    lr, seed, tau = 0.1, 2, 0.5
+    sel = baselines.fit_gdfs_selector(predictor, x, y, r, 2, seed, hidden=8, lr=lr, tau=tau)
+    g = torch.Generator().manual_seed(seed + 7)
+    ref = baselines.TaskNetworks(2, [12, 8, 6], 0.0, g)
+    for _ in range(2):
+        m = method.acquisition_state(r, g)
+        available = r * (1 - m)
+        logits = _hand_task_net(ref, torch.cat([x * m, m], -1), 0.0, g).masked_fill(available == 0, -1e8)
+        s, _ = _st_pick(logits, tau, g)
+        counted = available.sum(-1) > 0
+        loss = _hand_mlp_nll(predictor, x, m + (1 - m) * s, y, 0.0, None)[counted].mean()
+        grads = torch.autograd.grad(loss, list(ref.parameters()))
+        with torch.no_grad():
+            for p, gr in zip(ref.parameters(), grads):
+                p -= lr * gr
+    for a, b in zip(sel.parameters(), ref.parameters()):
+        assert torch.allclose(a, b, atol=1e-6)
+    for a, b in zip(predictor.parameters(), before.parameters()):
+        assert torch.equal(a, b) and a.requires_grad

@@ -527,3 +527,132 @@ def test_read_only_arrays_become_tensors_without_a_warning():
     out[0, 0, 0] = 5.0  # a copy: the broadcast source is untouched
     assert view[0, 0, 0] == 1.0
     assert _t(torch.ones(2)).dtype == torch.float64
+
+
+# ---- update steps: descent direction, composite losses, second step --------------------------------
+
+
+def test_quasi_likelihood_rb_is_the_sum_of_its_three_hand_computed_terms():
+    """L^RB on one sample with a 2 x 2 C: 1/2 log det C + 1/2 sigma^2 r^T C^-1 r + 1/2 kappa tr C^-1,
+    each term by hand; changing kappa or sigma^2 changes the total by its own term."""
+    C = np.array([[2.0, 0.5], [0.5, 1.0]])  # det 1.75, inverse [[1, -0.5], [-0.5, 2]] / 1.75
+    score, s0 = np.array([[1.0, 2.0]]), np.array([[0.5, 1.0]])  # r = (0.5, 1)
+    quad = (1.0 * 0.25 - 2 * 0.5 * 0.5 * 1.0 + 2.0 * 1.0) / 1.75
+    logdet, trace = math.log(1.75), 3.0 / 1.75
+
+    def rb(sigma2, kappa):
+        return float(method.quasi_likelihood_rb(score, C[None], s0, sigma2, kappa)[0])
+
+    assert rb(0.3, 0.2) == pytest.approx(0.5 * logdet + 0.5 * 0.3 * quad + 0.5 * 0.2 * trace, rel=1e-12)
+    assert rb(0.3, 0.7) - rb(0.3, 0.2) == pytest.approx(0.5 * 0.5 * trace, rel=1e-10)
+    assert rb(0.9, 0.2) - rb(0.3, 0.2) == pytest.approx(0.5 * 0.6 * quad, rel=1e-10)
+
+
+def _lm_inputs(n=16, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x0 = task.sample_mixture(MIX, n, generator=g)
+    t = torch.rand(n, generator=g) * 0.8 + 0.15
+    s = (t - 0.1).clamp_min(0)
+    eps = torch.randn(n, 2, generator=g)
+    return x0, t, s, eps
+
+
+def _hand_lm(net, x0, t, s, eps, objective):
+    """The batch-mean training objective written out densely (section 4 with C = D + W W^T of section 5):
+    ``lm`` / ``lm_diag`` (W = 0) as they stand; ``lm_sg`` / ``lm_diag_sg`` hold the residual fixed in the
+    covariance terms and give the score the identity-weighted gradient of 1/2 sigma^2 / (1 - alpha_bar)
+    ||eps_theta - eps||^2; ``lm_mean`` is C = I; ``dsm`` the plain epsilon loss."""
+    td, sd = t.double(), s.double()
+    ab = torch.exp(-0.1 * td - 0.5 * 19.9 * td * td)
+    xt = torch.sqrt(ab.float())[:, None] * x0 + torch.sqrt(1 - ab.float())[:, None] * eps
+    out = net(xt, t)
+    if objective == "dsm":
+        return ((out["eps"] - eps) ** 2).sum(-1).mean()
+    sig2 = 1 - ab / torch.exp(-0.1 * sd - 0.5 * 19.9 * sd * sd)
+    v = out["eps"].double() - eps.double()
+    weight = 0.5 * sig2 / (1 - ab)
+    mean_term = weight * (v * v).sum(-1)
+    if objective == "lm_mean":
+        return mean_term.mean()
+    kappa = (1 - sig2 / (1 - ab)).clamp_min(0)
+    c = sig2 * ab / (1 - ab) ** 2
+    L = out["L"][..., :0] if "diag" in objective else out["L"]
+    C = torch.diag_embed(kappa[:, None] + c[:, None] * torch.exp(out["lam"]) + 1e-5) + c[:, None, None] * L @ L.transpose(-1, -2)
+    Ci = torch.linalg.inv(C)
+    vd = v.detach() if objective.endswith("_sg") else v
+    cov_terms = 0.5 * torch.logdet(C) + weight * torch.einsum("ni,nij,nj->n", vd, Ci, vd) + 0.5 * kappa * Ci.diagonal(
+        dim1=-2, dim2=-1).sum(-1)
+    return (cov_terms + mean_term - weight * (vd * vd).sum(-1)).mean()
+
+
+@pytest.mark.parametrize("objective", ["lm", "lm_diag", "lm_sg", "lm_diag_sg"])
+def test_lm_gradients_equal_the_hand_written_objective(objective):
+    """The gradient of every LM objective equals that of the hand-written dense form; for the decoupled
+    ones the score sees 1/2 sigma^2 / (1 - alpha_bar) ||eps_theta - eps||^2 (pushed towards eps, as in
+    lm_mean) and the covariance heads the RB terms with the residual held fixed, at the coupled value."""
+    net = method.LMNet(seed=1)
+    x0, t, s, eps = _lm_inputs()
+    got = method.training_loss(net, x0, t, s, eps, objective)
+    g_got = torch.autograd.grad(got, list(net.parameters()))
+    want = _hand_lm(net, x0, t, s, eps, objective)
+    g_want = torch.autograd.grad(want, list(net.parameters()))
+    assert got.item() == pytest.approx(want.item(), rel=1e-5)
+    for a, b in zip(g_got, g_want):
+        assert torch.allclose(a, b.float(), rtol=1e-3, atol=1e-6)
+    if objective.endswith("_sg"):
+        coupled = method.training_loss(net, x0, t, s, eps, objective[:-3])
+        assert got.item() == pytest.approx(coupled.item(), rel=1e-5)
+        last = list(net.parameters())[-2]  # the output layer's weight; its first d rows are the eps head
+        g_mean = torch.autograd.grad(method.training_loss(net, x0, t, s, eps, "lm_mean"), [last])[0]
+        assert torch.allclose(g_got[-2][:2], g_mean[:2], rtol=1e-3, atol=1e-6) and g_mean[:2].abs().max() > 1e-4
+
+
+def _hand_training(objective, steps, warm, lr, seed=0, batch=8, grid=(5, 10)):
+    """train_model written out with plain SGD: the seeded data stream, C = I for the first ``warm`` steps,
+    the cosine-annealed learning rate lr (1 + cos(pi k / steps)) / 2."""
+    net = method.LMNet(seed=seed)
+    gen = torch.Generator().manual_seed(10_000 + seed)
+    deltas = torch.tensor([1.0 / n for n in grid])
+    for k in range(steps):
+        x0 = task.sample_mixture(MIX, batch, generator=gen)
+        t = 1.0 - torch.rand(batch, generator=gen)
+        s = (t - deltas[torch.randint(len(deltas), (batch,), generator=gen)]).clamp_min(0.0)
+        eps = torch.randn(batch, 2, generator=gen)
+        loss = _hand_lm(net, x0, t, s, eps, "lm_mean" if k < warm else objective)
+        grads = torch.autograd.grad(loss, list(net.parameters()), allow_unused=True)
+        with torch.no_grad():
+            for p, g in zip(net.parameters(), grads):
+                if g is not None:
+                    p -= lr * 0.5 * (1 + math.cos(math.pi * k / steps)) * g.float()
+    return net
+
+
+@pytest.mark.parametrize("objective, warm", [("dsm", 0), ("lm_sg", 1), ("lm_mean", 0)])
+def test_train_model_sgd_steps_follow_the_hand_written_objective(objective, warm, monkeypatch):
+    """Two plain-SGD steps of train_model (warm start C = I on the first step for lm_sg, the cosine lr
+    halved at the second) equal the hand-written steps on the same data stream."""
+    monkeypatch.setattr(torch.optim, "Adam", lambda params, lr: torch.optim.SGD(params, lr=lr))
+    net, _ = experiment.train_model(objective, seed=0, steps=2, batch_size=8, lr=0.05, n_steps_grid=(5, 10),
+                                    warmup_frac=0.5, mix=MIX)
+    want = _hand_training(objective, 2, warm, 0.05)
+    moved = [not torch.equal(a, b) for a, b in zip(net.parameters(), method.LMNet(seed=0).parameters())]
+    assert any(moved)
+    for a, b in zip(net.parameters(), want.parameters()):
+        assert torch.allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_decoupled_step_lowers_the_score_error_on_its_batch():
+    """A small plain-SGD step on lm_sg lowers the weighted score error of the batch it was taken on (the
+    identity-weighted gradient points the eps head towards eps)."""
+    net = method.LMNet(seed=3)
+    x0, t, s, eps = _lm_inputs(64, seed=2)
+
+    def err():
+        return _hand_lm(net, x0, t, s, eps, "lm_mean").item()
+
+    before = err()
+    grads = torch.autograd.grad(method.training_loss(net, x0, t, s, eps, "lm_sg"), list(net.parameters()))
+    with torch.no_grad():
+        for p, g in zip(net.parameters(), grads):
+            p -= 1e-3 * g
+    assert err() < before

@@ -429,3 +429,177 @@ def test_seeds_in_two_processes_give_the_one_process_results(monkeypatch):
     for key in ("validity", "samples", "train", "curve"):
         assert one[key].equals(two[key]), key
     assert one["traces"] == two["traces"]
+
+
+# ---- training steps: composite losses with hand-built labels, SGD steps, schedule ----------------
+
+
+class TableModel(torch.nn.Module):
+    """A hand-checkable two-head model: logits = token table[id] + position table (one pair per head, float64);
+    records the ids and attention masks it is given."""
+
+    def __init__(self, seed=0):
+        super().__init__()
+        g = torch.Generator().manual_seed(seed)
+        self.tok = torch.nn.Parameter(torch.randn(2, method.VOCAB, method.VOCAB, generator=g, dtype=torch.float64))
+        self.pos = torch.nn.Parameter(torch.randn(2, method.SEQ_LEN, method.VOCAB, generator=g, dtype=torch.float64))
+        self.calls = []
+
+    def forward(self, ids, attention_mask=None):
+        self.calls.append((ids.clone(), None if attention_mask is None else attention_mask.clone()))
+        return self.tok[0][ids] + self.pos[0], self.tok[1][ids] + self.pos[1]
+
+
+def _ce(logits, label):
+    return -torch.log_softmax(logits, -1)[label]
+
+
+def _hand_mask_loss(cur, nxt, clean, masked, t):
+    """Mask mode written out per row: token head at masked response position p predicts clean[p]; the insertion
+    head at p - 1 predicts it too; each head sum / (t_b L), averaged over rows; the loss is their sum."""
+    L, n = method.CANVAS, len(clean)
+    lc, ln, terms_c, terms_n = 0.0, 0.0, [], []
+    for b in range(n):
+        sc = sn = 0.0
+        for p in range(method.RESP_START, method.SEQ_LEN):
+            if masked[b, p - method.RESP_START]:
+                c, x = _ce(cur[b, p], int(clean[b, p])), _ce(nxt[b, p - 1], int(clean[b, p]))
+                sc, sn = sc + c, sn + x
+                terms_c.append(float(c.detach()))
+                terms_n.append(float(x.detach()))
+        lc, ln = lc + sc / (t[b] * L), ln + sn / (t[b] * L)
+    return lc / n, ln / n, np.mean(terms_c), np.mean(terms_n)
+
+
+def test_mask_mode_loss_is_the_sum_of_both_heads_with_hand_labels():
+    """mask_mode_loss = token-head part + insertion-head part, each checked by hand: the masked canvas (rate t_b
+    per row) goes in, the token head predicts position p's clean token, the insertion head of position p - 1
+    predicts it as well (the label shifted one position *left*); both parts change the total."""
+    prompts, answers = [(3, 1), (4, 2, 9), (5, 5)], [(1, 3), (2, 4, 9), (5, 5, 5, 5)]
+    t = np.array([0.6, 0.9, 0.4])
+    model = TableModel()
+    loss, stats = method.mask_mode_loss(model, prompts, answers, t, np.random.default_rng(5))
+    clean = np.concatenate([method.encode_prompts(prompts), method.clean_canvas(answers)], axis=1)
+    masked = np.random.default_rng(5).random((3, method.CANVAS)) < t[:, None]
+    ids = model.calls[0][0].numpy()
+    assert np.array_equal(ids[:, method.RESP_START:], np.where(masked, method.MASK, clean[:, method.RESP_START:]))
+    assert np.array_equal(ids[:, :method.RESP_START], clean[:, :method.RESP_START]) and masked.sum() >= 8
+    cur, nxt = model(torch.as_tensor(ids))
+    part_c, part_n, ce_c, ce_n = _hand_mask_loss(cur, nxt, clean, masked, t)
+    assert torch.allclose(loss, part_c + part_n)
+    assert stats["ce_cur"] == pytest.approx(ce_c) and stats["ce_nxt"] == pytest.approx(ce_n)
+    grad = torch.autograd.grad(loss, [model.tok, model.pos])
+    want = torch.autograd.grad(part_c + part_n, [model.tok, model.pos])
+    assert all(torch.allclose(a, b) for a, b in zip(grad, want))
+    assert grad[0][0].abs().sum() > 0 and grad[0][1].abs().sum() > 0  # both heads are trained
+
+
+def _hand_edit_loss(cur, nxt, responses, answers):
+    """Edit mode written out per row with the reference edit_labels: the token head at response position i gets
+    token label i; gap k (the slot before draft position k) trains the insertion head at the position *before*
+    it, RESP_START - 1 + k (the SEP position for k = 0); ignored gaps skipped; each head sum / L, row mean."""
+    L, n = method.CANVAS, len(responses)
+    lc = ln = 0.0
+    for b, (resp, ans) in enumerate(zip(responses, answers)):
+        token, gap = method.edit_labels(resp[:-1], list(ans))
+        sc = sum(_ce(cur[b, method.RESP_START + i], lab) for i, lab in enumerate(token))
+        sn = sum(_ce(nxt[b, method.RESP_START - 1 + k], lab) for k, lab in enumerate(gap) if lab != method.IGNORE)
+        lc, ln = lc + sc / L, ln + sn / L
+    return lc / n, ln / n
+
+
+def test_edit_mode_loss_is_the_sum_of_both_heads_with_hand_labels():
+    """edit_mode_loss = token-head part + insertion-head part against the reference edit labels placed by hand
+    (gap k at the hidden state of position k - 1); the model sees the packed prompt + response with the padding
+    hidden."""
+    E = method.EOS
+    prompts, answers = [(3, 1, 2), (4, 2), (5, 7)], [(2, 1, 3), (2, 4), (5, 5, 7, 7)]
+    responses = [[2, 3, E], [4, 2, 2, E], [5, 7, 7, E]]  # an insertion and a replacement, deletions, insertions
+    model = TableModel(1)
+    loss, stats = method.edit_mode_loss(model, prompts, answers, responses, np.array([0.5, 0.5, 0.5]))
+    ids, att = (x.numpy() for x in model.calls[0])
+    for b, resp in enumerate(responses):
+        n = method.RESP_START + len(resp)
+        assert list(ids[b, method.RESP_START:n]) == resp and att[b, :n].all() and not att[b, n:].any()
+    cur, nxt = model(torch.as_tensor(ids), torch.as_tensor(att))
+    part_c, part_n = _hand_edit_loss(cur, nxt, responses, answers)
+    assert torch.allclose(loss, part_c + part_n)
+    grad = torch.autograd.grad(loss, [model.tok, model.pos])
+    want = torch.autograd.grad(part_c + part_n, [model.tok, model.pos])
+    assert all(torch.allclose(a, b) for a, b in zip(grad, want))
+    assert grad[1][1].abs().sum() > 0 and np.isfinite(stats["ce_nxt"])
+
+
+def _examples(n=8, seed=0):
+    prompts = task.draw_prompts(n, np.random.default_rng(seed))
+    return prompts, [task.valid_answers(x)[i % 3] for i, x in enumerate(prompts)]
+
+
+def _clip_sgd(params, loss, lr):
+    grads = torch.autograd.grad(loss, params)
+    norm = float(torch.sqrt(sum((g ** 2).sum() for g in grads)))
+    scale = min(1.0, 1.0 / (norm + 1e-6))
+    with torch.no_grad():
+        for p, g in zip(params, grads):
+            p -= lr * scale * g
+
+
+@pytest.mark.parametrize("edit_prob", [0.0, 1.0])
+def test_train_phase_steps_are_clipped_sgd_on_the_hand_written_losses(edit_prob):
+    """train_phase with a plain-SGD optimiser and a constant schedule, two steps on consecutive batches of the
+    examples: each step moves the weights by -lr clip(grad) of the hand-written mask-mode loss (edit_prob 0) or
+    edit-mode loss (edit_prob 1: on-policy drafts from the current weights, labels against the nearest valid
+    answer), the second step at the first step's weights with the next batch and the next random draws."""
+    import copy
+
+    cfg = SimpleNamespace(n_layer=1, n_embd=16, n_head=2, batch=4, e_max=2, curriculum_start=0.0, curve_every=100)
+    model = method.new_model(cfg, 0)
+    ref = copy.deepcopy(model)
+    lr = 0.05
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
+    examples = _examples()
+    rows = experiment.train_phase(model, opt, sched, cfg, 2, edit_prob, examples, np.random.default_rng(9), "x")
+    rng = np.random.default_rng(9)
+    params = list(ref.parameters())
+    for step in range(2):
+        prompts, answers = examples[0][4 * step:4 * step + 4], examples[1][4 * step:4 * step + 4]
+        t = method._draw_t(4, rng)
+        assert (rng.random() < edit_prob) == (rows[step]["mode"] == "edit")
+        if edit_prob:
+            k = experiment.curriculum_passes(step, 2, cfg.e_max, cfg.curriculum_start)
+            responses = method.edit_mode_batch(ref, prompts, answers, t, k, rng)
+            targets = task.edit_targets(prompts, answers, responses)
+            ids, att = method._pack(method.encode_prompts(prompts), responses)
+            cur, nxt = ref(ids, att)
+            loss = sum(_hand_edit_loss(cur, nxt, responses, targets))
+        else:
+            clean = np.concatenate([method.encode_prompts(prompts), method.clean_canvas(answers)], axis=1)
+            masked = rng.random((4, method.CANVAS)) < t[:, None]
+            ids = clean.copy()
+            ids[:, method.RESP_START:][masked] = method.MASK
+            cur, nxt = ref(torch.as_tensor(ids))
+            loss = sum(_hand_mask_loss(cur, nxt, clean, masked, t)[:2])
+        assert rows[step]["loss"] == pytest.approx(float(loss.detach()), rel=1e-5)
+        _clip_sgd(params, loss, lr)
+    for (name, a), b in zip(model.named_parameters(), params):
+        assert torch.allclose(a, b, atol=1e-6), name
+
+
+def test_release_optimiser_warms_up_then_decays_and_decays_weights():
+    """_make_optimiser: AdamW with weight decay 0.01; lr_s = lr min(1, (s + 1) / warmup) (1 + cos(pi s / steps)) / 2
+    at steps s = 0, 1, 2, 3 (the schedule's state after each step)."""
+    import math
+
+    model = TableModel()
+    cfg = SimpleNamespace(lr=1.0, warmup=3)
+    opt, sched = method._make_optimiser(model, cfg, 10)
+    assert isinstance(opt, torch.optim.AdamW) and opt.param_groups[0]["weight_decay"] == 0.01
+    lrs = []
+    for _ in range(4):
+        lrs.append(opt.param_groups[0]["lr"])
+        model.tok.grad, model.pos.grad = torch.zeros_like(model.tok), torch.zeros_like(model.pos)
+        opt.step()
+        sched.step()
+    want = [min(1.0, (s + 1) / 3) * 0.5 * (1 + math.cos(math.pi * s / 10)) for s in range(4)]
+    assert lrs == pytest.approx(want)

@@ -384,3 +384,168 @@ def test_run_experiment_rows_and_determinism():
     assert set(extras["kept"]) == set(variants[2:]) and extras["kept_ratio"] == 0.7
     assert extras["pca"].shape == (2853, 2) and extras["embeddings"].shape == (2853, 128)
     assert all(r["clusters_covered"] <= 20 for r in rows[1:])
+
+
+# ---- training steps: the proxy's and the target's SGD, its second step, the method's weighted objective -----
+
+
+def _hand_ce(params, X, y):
+    """Cross-entropy of the ReLU MLP written out: mean_i -log softmax(W1 relu(W0 x_i + b0) + b1)_{y_i}."""
+    import torch
+
+    h = X
+    for i in range(0, len(params), 2):
+        h = h @ params[i].T + params[i + 1]
+        if i + 2 < len(params):
+            h = torch.relu(h)
+    return -torch.log_softmax(h, 1)[torch.arange(len(y)), y].mean()
+
+
+def _one_cycle_lr(k, total, peak):
+    """OneCycleLR (30% warm-up, cosine both ways, div 25, final div 1e4) at step k, written out."""
+    start, low = peak / 25, peak / 25 / 1e4
+    up = 0.3 * total - 1
+    if k <= up:
+        return peak + (start - peak) / 2 * (math.cos(math.pi * k / up) + 1)
+    return low + (peak - low) / 2 * (math.cos(math.pi * (k - up) / (total - 1 - up)) + 1)
+
+
+def _hand_sgd(params, X, y, total, batch, peak, momentum, wd, seed):
+    """The documented loop by hand: a fresh permutation of the rows per epoch, minibatches in order,
+    buf <- momentum buf + (g + wd p), p <- p - lr_k buf, lr_k the one-cycle schedule."""
+    import torch
+
+    params = [p.detach().clone() for p in params]
+    bufs = [None] * len(params)
+    gen = torch.Generator().manual_seed(seed)
+    done = 0
+    while done < total:
+        perm = torch.randperm(len(y), generator=gen)
+        for k in range(0, len(y), batch):
+            if done >= total:
+                break
+            idx = perm[k:k + batch]
+            ps = [p.clone().requires_grad_(True) for p in params]
+            grads = torch.autograd.grad(_hand_ce(ps, X[idx], y[idx]), ps)
+            lr = _one_cycle_lr(done, max(total, 2), peak)
+            for i, (p, g) in enumerate(zip(params, grads)):
+                d = g + wd * p
+                bufs[i] = d if bufs[i] is None else momentum * bufs[i] + d
+                params[i] = p - lr * bufs[i]
+            done += 1
+    return params
+
+
+def _toy_classification(n=10, d=5, classes=3, seed=0):
+    import torch
+
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)).astype(np.float32)
+    y = rng.integers(classes, size=n)
+    return X, y, torch.tensor(X), torch.tensor(y)
+
+
+def test_train_classifier_first_step_is_sgd_on_cross_entropy():
+    """One step: p <- p - lr_0 (grad CE(first minibatch of randperm(seed)) + wd p), lr_0 the one-cycle rate at
+    step 0 (of a 2-step cycle: a 1-step budget is stretched to 2)."""
+    import torch
+
+    X, y, Xt, yt = _toy_classification()
+    model = mlp.MLP([5, 4, 3], seed=0)
+    before = [p.detach().clone() for p in model.parameters()]
+    mlp.train_classifier(model, X, y, steps=1, batch_size=4, lr=0.2, momentum=0.9, weight_decay=0.01, seed=3)
+    idx = torch.randperm(10, generator=torch.Generator().manual_seed(3))[:4]
+    ps = [p.clone().requires_grad_(True) for p in before]
+    grads = torch.autograd.grad(_hand_ce(ps, Xt[idx], yt[idx]), ps)
+    lr0 = _one_cycle_lr(0, 2, 0.2)
+    for p, p0, g in zip(model.parameters(), before, grads):
+        assert torch.allclose(p.detach(), p0 - lr0 * (g + 0.01 * p0), atol=1e-6)
+    assert max(float(g.abs().max()) for g in grads) * lr0 > 1e-2
+    loss_before = float(_hand_ce(before, Xt[idx], yt[idx]))
+    after = [p.detach() for p in model.parameters()]
+    assert float(_hand_ce(after, Xt[idx], yt[idx])) < loss_before  # the batch's loss fell
+
+
+def test_train_classifier_momentum_schedule_and_epochs_over_ten_steps():
+    """Ten steps over 10 rows in minibatches of 4 (three epochs, a new permutation each): momentum buffers,
+    weight decay and the one-cycle learning rate carried from step to step, as written out by hand."""
+    import torch
+
+    X, y, Xt, yt = _toy_classification()
+    model = mlp.MLP([5, 4, 3], seed=1)
+    before = [p.detach().clone() for p in model.parameters()]
+    info = mlp.train_classifier(model, X, y, steps=10, batch_size=4, lr=0.5, momentum=0.9, weight_decay=0.01, seed=7)
+    want = _hand_sgd(before, Xt, yt, 10, 4, 0.5, 0.9, 0.01, 7)
+    assert info["steps"] == 10
+    for p, w in zip(model.parameters(), want):
+        assert torch.allclose(p.detach(), w, atol=1e-5)
+    plain = _hand_sgd(before, Xt, yt, 10, 4, 0.5, 0.0, 0.01, 7)  # the same without momentum is far off
+    assert max(float((a - b).abs().max()) for a, b in zip(want, plain)) > 1e-2
+
+
+def test_train_proxy_scores_the_model_it_trained():
+    """Algorithm 1 step 1: entropy, probabilities and embeddings are those of the proxy after its SGD step
+    (model and minibatch seed 10_000 + seed), not of the initial or another model."""
+    import torch
+
+    rng = np.random.default_rng(0)
+    X = rng.random((12, 6)).astype(np.float32)
+    y = np.arange(12) % 10
+    out = task.train_proxy(X, y, steps=1, seed=2, hidden=5, batch_size=8, lr=1.0)
+    init = mlp.MLP([6, 5, 10], seed=10_002)
+    Xt, yt = torch.tensor(X), torch.tensor(y)
+    p0 = [p.detach().clone() for p in init.parameters()]
+    idx = torch.randperm(12, generator=torch.Generator().manual_seed(10_002))[:8]
+    ps = [p.clone().requires_grad_(True) for p in p0]
+    grads = torch.autograd.grad(_hand_ce(ps, Xt[idx], yt[idx]), ps)
+    lr0 = _one_cycle_lr(0, 2, 1.0)
+    w0, b0, w1, b1 = [p - lr0 * (g + 5e-4 * p) for p, g in zip(p0, grads)]
+    z = torch.relu(Xt @ w0.T + b0)
+    probs = torch.softmax((z @ w1.T + b1).double(), 1).numpy()
+    assert np.allclose(out.embeddings, z.numpy(), atol=1e-6)
+    assert np.allclose(out.probs, probs, atol=1e-6)
+    assert np.allclose(out.entropy, -(probs * np.log(probs)).sum(1), atol=1e-6)
+    untrained = torch.softmax(init(Xt).double(), 1).detach().numpy()
+    assert np.abs(out.probs - untrained).max() > 1e-3  # the step moved the scores
+
+
+def test_train_target_trains_a_seeded_model_on_the_subset(monkeypatch):
+    """The target: MLP 64-128-10 with model seed = seed, one epoch of 64-row minibatches on the kept
+    subset (one step here, wd 5e-4), scored on the test split."""
+    import torch
+
+    from replib.models import mlp as mlp_module
+
+    seen = {}
+    real = mlp_module.accuracy
+
+    def spy(model, X, y):
+        seen["model"], seen["X"] = model, X
+        return real(model, X, y)
+
+    monkeypatch.setattr(mlp_module, "accuracy", spy)
+    rng = np.random.default_rng(1)
+    X, y = rng.random((20, 64)).astype(np.float32), np.arange(20) % 10
+    X_test, y_test = rng.random((30, 64)).astype(np.float32), np.arange(30) % 10
+    res = task.train_target(X, y, X_test, y_test, epochs=1, seed=4)
+    assert seen["X"] is X_test
+    p0 = [p.detach().clone() for p in mlp.MLP([64, 128, 10], seed=4).parameters()]
+    want = _hand_sgd(p0, torch.tensor(X), torch.tensor(y), 1, 64, 0.05, 0.9, 5e-4, 4)
+    for p, w in zip(seen["model"].parameters(), want):
+        assert torch.allclose(p.detach(), w, atol=1e-7)
+    assert res["accuracy"] == pytest.approx(100 * real(seen["model"], X_test, y_test))
+
+
+def test_select_mwcp_weights_the_intrinsic_score_by_alpha():
+    """w = alpha I_in enters every gain: select_mwcp(alpha) is the greedy on the sparsified graph with
+    w = alpha I_in (dense edges written out), and a different alpha changes the picks."""
+    I_in, z, cluster = clustered_points(4, n=30)
+    A = method.edge_matrix(z, cluster)
+    orders = {}
+    for alpha in (0.3, 3.0):
+        res = method.select_mwcp(I_in, z, cluster, 12, alpha)
+        dense = method.greedy_select(alpha * I_in, 12, A=A)
+        assert np.array_equal(res.order, dense.order) and np.allclose(res.gains, dense.gains)
+        assert res.gains[0] == pytest.approx(alpha * I_in.max())
+        orders[alpha] = set(res.order.tolist())
+    assert orders[0.3] != orders[3.0]

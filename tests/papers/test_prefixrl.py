@@ -479,3 +479,153 @@ def test_graders_accept_the_reference_and_reject_wrong_answers(capsys):
     exercises.check_group_signal_probability(lambda p, G: 1 - (1 - np.asarray(p)) ** G - np.asarray(p) ** G)
     with pytest.raises(AssertionError):
         exercises.check_group_signal_probability(lambda p, G: 1 - (1 - np.asarray(p)) ** G)
+
+
+# ---- update steps: direction, parts, second step ---------------------------------------------------
+
+
+def _fixed_batch(problems, L, h, G, seed):
+    """A fixed rollout batch (ids, mask, rewards) for a fake ``rollouts``: random completions after the
+    correct prefix of length h, mixed 0/1 rewards (no group all-equal)."""
+    gen = np.random.default_rng(seed)
+    n = len(problems)
+    truth = task.correct_traces(problems, L)
+    completions = gen.integers(0, 10, size=(n * G, L - h))
+    ids = np.concatenate([np.repeat(task.sequences(problems, truth[:, :h]), G, axis=0), completions], axis=1)
+    mask = np.zeros_like(ids, dtype=bool)
+    mask[:, task.PROMPT_LEN + h:] = True
+    rewards = np.zeros((n, G))
+    rewards[:, 0] = 1.0
+    rewards[:, 1:] = gen.random((n, G - 1)) < 0.4
+    return torch.as_tensor(ids), torch.as_tensor(mask), torch.as_tensor(rewards, dtype=torch.float32)
+
+
+def _hand_pg_loss(model, ids, mask, rewards):
+    """-mean(A sum_t mask log p) with A = (r - mean_g) / (pop. std_g + 1e-6), written out."""
+    logp = torch.log_softmax(model(ids[:, :-1]).logits.float(), -1)
+    tok = logp.gather(-1, ids[:, 1:, None])[..., 0]  # token t + 1 predicted at position t
+    seq = (tok * mask[:, 1:].float()).sum(1)
+    r = rewards.double()
+    adv = ((r - r.mean(1, keepdim=True)) / (r.std(1, unbiased=False, keepdim=True) + 1e-6)).reshape(-1).float()
+    return -(adv * seq).mean()
+
+
+def _grads(model, loss):
+    return [g.detach().clone() for g in torch.autograd.grad(loss, list(model.parameters()), allow_unused=False)]
+
+
+def test_rl_step_is_one_sgd_step_on_the_hand_written_policy_gradient():
+    """rl_step with plain SGD changes every parameter by -lr x grad of -mean(A log pi(completion)),
+    the loss written out independently (log-softmax, next-token gather, group advantages)."""
+    model = tiny_model(7)
+    problems = task.all_problems()[[3, 517]]
+    L, h, G, lr = 6, 2, 4, 0.05
+    ids, mask, rewards = _fixed_batch(problems, L, h, G, seed=0)
+    calls = []
+
+    def fake_rollouts(m, probs, prefix_len, g, length, generator):
+        calls.append((prefix_len, g, length))
+        return ids, mask, rewards
+
+    grads = _grads(model, _hand_pg_loss(model, ids, mask, rewards))
+    before = _params(model)
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    stats = method.rl_step(model, opt, problems, h, rl_cfg(L, G), rollouts=fake_rollouts)
+    assert calls == [(h, G, L)]
+    assert stats["sampled_tokens"] == 2 * G * (L - h) and stats["mean_reward"] == pytest.approx(float(rewards.mean()))
+    moved = 0.0
+    for b, a, g in zip(before, model.parameters(), grads):
+        assert torch.allclose(a.detach() - b, -lr * g, rtol=1e-3, atol=1e-7)
+        moved += float((a.detach() - b).abs().sum())
+    assert moved > 1e-3
+    # the rewarded first sample of each group gains log-probability
+    with torch.no_grad():
+        lp = (token_logprobs(model, ids) * mask[:, 1:]).sum(1)
+        lp_before = copy.deepcopy(model)
+        for p, b in zip(lp_before.parameters(), before):
+            p.copy_(b)
+        lp0 = (token_logprobs(lp_before, ids) * mask[:, 1:]).sum(1)
+    assert lp[0] > lp0[0] and lp[G] > lp0[G]
+
+
+def test_rl_step_second_step_uses_fresh_gradients_and_the_optimiser_state():
+    """Two rl_step calls with SGD + momentum 0.9 on different batches: step 2 moves by
+    -lr (0.9 g1 + g2), g2 the hand gradient of batch 2 at the parameters after step 1 (gradients are
+    zeroed between steps, the momentum buffer is kept)."""
+    model = tiny_model(8)
+    problems = task.all_problems()[[11, 402]]
+    L, h, G, lr = 5, 1, 4, 0.05
+    batches = [_fixed_batch(problems, L, h, G, seed=s) for s in (1, 2)]
+    it = iter(batches)
+
+    def fake_rollouts(m, probs, prefix_len, g, length, generator):
+        return next(it)
+
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    g1 = _grads(model, _hand_pg_loss(model, *batches[0]))
+    method.rl_step(model, opt, problems, h, rl_cfg(L, G), rollouts=fake_rollouts)
+    mid = _params(model)
+    g2 = _grads(model, _hand_pg_loss(model, *batches[1]))
+    method.rl_step(model, opt, problems, h, rl_cfg(L, G), rollouts=fake_rollouts)
+    for b, a, x, y in zip(mid, model.parameters(), g1, g2):
+        assert torch.allclose(a.detach() - b, -lr * (0.9 * x + y), rtol=1e-3, atol=1e-7)
+    assert any(not torch.allclose(x, y) for x, y in zip(g1, g2))
+
+
+def test_iw_offpolicy_step_is_one_sgd_step_on_the_hand_written_weighted_loss(monkeypatch):
+    """iw_offpolicy_step with plain SGD: -lr x grad of -mean_i A_i sum_t w_it log pi(y_it), the G - 1
+    on-policy rollouts (fixed here) with w = 1 and the correct trace (reward 1) with the detached
+    truncated weight min(pi / mu, clip), written out by hand; weights both below and at the clip."""
+    model = tiny_model(9)
+    problems = task.all_problems()[[5, 733]]
+    L, G, lr, clip = 5, 4, 0.05, 1.5
+    ids, mask, on_rewards = _fixed_batch(problems, L, 0, G - 1, seed=3)
+    on_rewards[:, 0] = 0.0  # one group with every rollout failing, one mixed
+    on_rewards[1] = torch.tensor([1.0, 0.0, 0.0])
+    monkeypatch.setattr(baselines, "rollouts", lambda m, probs, h, g, length, generator: (ids, mask, on_rewards))
+    probs = task.correct_step_probs(model, problems, L)
+    behaviour = probs * np.array([[0.5, 2.0, 1.0, 4.0, 0.25]])  # pi / mu = 2 (clipped to 1.5), 0.5, 1, 0.25, 4
+    truth = torch.as_tensor(task.sequences(problems, task.correct_traces(problems, L)))
+
+    tok = torch.log_softmax(model(truth[:, :-1]).logits.float(), -1).gather(-1, truth[:, 1:, None])[..., 0]
+    trace_tok = tok[:, task.PROMPT_LEN - 1:]
+    w = torch.clamp(torch.exp(trace_tok.detach()) / torch.as_tensor(behaviour, dtype=torch.float32), max=clip)
+    assert torch.allclose(w[:, 0], torch.full((2,), clip)) and torch.allclose(w[:, 1], torch.full((2,), 0.5), atol=1e-5)
+    on = torch.log_softmax(model(ids[:, :-1]).logits.float(), -1).gather(-1, ids[:, 1:, None])[..., 0]
+    on_seq = (on * mask[:, 1:].float()).sum(1).reshape(2, G - 1)
+    r = torch.cat([on_rewards, torch.ones(2, 1)], 1).double()
+    adv = ((r - r.mean(1, keepdim=True)) / (r.std(1, unbiased=False, keepdim=True) + 1e-6)).float()
+    loss = -(adv * torch.cat([on_seq, (w * trace_tok).sum(1, keepdim=True)], 1)).mean()
+    grads = _grads(model, loss)
+
+    before = _params(model)
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    stats = baselines.iw_offpolicy_step(model, opt, problems, behaviour, rl_cfg(L, G, iw_clip=clip))
+    assert stats["loss"] == pytest.approx(loss.item(), rel=1e-4)
+    for b, a, g in zip(before, model.parameters(), grads):
+        assert torch.allclose(a.detach() - b, -lr * g, rtol=1e-3, atol=1e-7)
+
+
+def test_sft_first_step_is_adamw_on_the_response_cross_entropy():
+    """sft with one epoch: its loss is the mean next-token cross-entropy of the response tokens
+    (written out by hand), and the first AdamW step (warmup 1: full lr) moves every parameter by
+    -lr (wd p + g / (|g| + eps)), i.e. against the sign of the hand gradient."""
+    model = tiny_model(10)
+    problems = task.all_problems()[[2, 99, 640]]
+    L, lr = 4, 1e-3
+    ids = torch.as_tensor(task.sequences(problems, task.correct_traces(problems, L)))
+    logits = model(ids[:, :-1]).logits.float()
+    targets = ids[:, 1:]
+    resp = torch.zeros_like(targets, dtype=torch.bool)
+    resp[:, task.PROMPT_LEN - 1:] = True  # position t predicts token t + 1: the response starts at t = 4
+    nll = -torch.log_softmax(logits, -1).gather(-1, targets[..., None])[..., 0]
+    loss = nll[resp].mean()
+    grads = _grads(model, loss)
+    before = _params(model)
+    losses = experiment.sft(model, problems, L, epochs=1, lr=lr, seed=0)
+    assert losses[0] == pytest.approx(loss.item(), rel=1e-5)
+    for b, a, g in zip(before, model.parameters(), grads):
+        step = (a.detach() - b * (1 - lr * 0.01)) / -lr  # remove the decoupled weight decay
+        big = g.abs() > 1e-4
+        assert torch.allclose(step[big], torch.sign(g[big]), atol=0.02)
+        assert bool((step.abs() <= 1 + 1e-3).all())

@@ -1,5 +1,7 @@
 """Unit tests of replib.papers.rast_moe (grid city, sparse MoE encoder, adaptive reward, PPO, claims)."""
 
+import copy
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -292,3 +294,160 @@ def test_claim_values_on_hand_made_results():
     # 1:8: seed 0 abandons 10% (0.10 - 0.07 = 0.03 > delay term 110/225 - 1.05 < 0); seed 1 abandons 5%
     assert np.isclose(v0["c4b_fixed_ratio_hacks"], 0.03)
     assert np.isclose(v1["c4b_fixed_ratio_hacks"], max(0.05 - 0.07, 110 / 225 - 1.05))
+
+
+# ---- update steps: direction, parts, second step ---------------------------------------------------
+
+
+@pytest.fixture
+def one_torch_thread():
+    """The update-step tests below run on one torch thread (tiny tensors; fast and deterministic)."""
+    from replib.core.runtime import compute_threads
+
+    with compute_threads(1):
+        yield
+
+
+def _tiny_moe(seed=0):
+    return method.RastEncoder(task.N_ZONE_FEATURES, task.N_GLOBAL_FEATURES, d=8, layers=1, heads=2, d_ff=16,
+                              n_experts=4, k=2, seed=seed)
+
+
+def _ppo_parts_by_hand(policy, b, clip_eps):
+    """(policy loss, value loss, entropy, balance) of a minibatch, written out: the clipped surrogate
+    on each live zone's Bernoulli log-probability (weighted mean over live zones), the MSE of the zone
+    values, the mean over states of the summed live-zone entropies, and E sum_e f_e qbar_e."""
+    logits, value, aux = policy(b["zone"], b["glob"])
+    a, live, adv = b["action"], b["live"], b["adv"]
+    logp = a * torch.nn.functional.logsigmoid(logits) + (1 - a) * torch.nn.functional.logsigmoid(-logits)
+    ratio = torch.exp(logp - b["logp"])
+    surrogate = torch.minimum(ratio * adv, ratio.clamp(1 - clip_eps, 1 + clip_eps) * adv)
+    policy_loss = -(live * surrogate).sum() / live.sum()
+    value_loss = ((value - b["ret"]) ** 2).mean()
+    p = torch.sigmoid(logits)
+    bern = -(p * torch.nn.functional.logsigmoid(logits) + (1 - p) * torch.nn.functional.logsigmoid(-logits))
+    entropy = (bern * live).sum(-1).mean()
+    q, top1 = aux["router_probs"], aux["top1"]
+    n_exp = q.shape[1]
+    balance = n_exp * (torch.nn.functional.one_hot(top1, n_exp).float().mean(0) * q.mean(0)).sum()
+    return policy_loss, value_loss, entropy, balance
+
+
+def _rollout_data(policy, T=3, N=2, Z=16, seed=0):
+    """collect_rollouts-shaped data (T, N, ...) with random features, actions and rewards; logp and value
+    are the policy's own (as when sampled), a few zones not live."""
+    gen = torch.Generator().manual_seed(seed)
+    zone = torch.rand(T, N, Z, task.N_ZONE_FEATURES, generator=gen)
+    zone[..., 0] = (torch.rand(T, N, Z, generator=gen) < 0.75).float() * zone[..., 0]
+    glob = torch.rand(T, N, task.N_GLOBAL_FEATURES, generator=gen)
+    action = (torch.rand(T, N, Z, generator=gen) < 0.5).float()
+    with torch.no_grad():
+        logits, value, _ = policy(zone.reshape(T * N, Z, -1), glob.reshape(T * N, -1))
+        logp = method.zone_log_probs(logits, action.reshape(T * N, Z)).reshape(T, N, Z)
+    return {"zone": zone.numpy(), "glob": glob.numpy(), "live": (zone[..., 0] > 0).float().numpy(),
+            "action": action.numpy(), "logp": logp.numpy(), "value": value.reshape(T, N, Z).numpy(),
+            "reward": -torch.rand(T, N, Z, generator=gen).numpy() * 3}
+
+
+def _hand_batch(data, ppo):
+    """The whole batch ppo_update trains on, built by hand: GAE as the explicit discounted sum of TD
+    errors, returns = A + V, advantages standardised over live zones (unbiased std)."""
+    r, v = ppo.reward_scale * data["reward"].astype(np.float64), data["value"].astype(np.float64)
+    T = len(r)
+    v_next = np.concatenate([v[1:], np.zeros_like(v[:1])])
+    delta = r + ppo.gamma * v_next - v
+    adv = np.stack([sum((ppo.gamma * ppo.gae_lambda) ** (s - t) * delta[s] for s in range(t, T)) for t in range(T)])
+    live = data["live"].reshape(-1, data["live"].shape[-1]).astype(bool)
+    a = adv.reshape(live.shape)
+    norm = (a - a[live].mean()) / (a[live].std(ddof=1) + 1e-8)
+
+    def flat(x):
+        return torch.as_tensor(np.asarray(x).reshape(-1, *np.shape(x)[2:]), dtype=torch.float32)
+
+    return {"zone": flat(data["zone"]), "glob": flat(data["glob"]), "action": flat(data["action"]),
+            "live": flat(data["live"]), "logp": flat(data["logp"]), "ret": flat(adv + v), "adv": flat(norm.reshape(adv.shape))}
+
+
+def test_ppo_loss_is_the_weighted_sum_of_its_parts(one_torch_thread):
+    """ppo_loss = policy + c_v value - c_H entropy + c_b balance, every part recomputed by hand (with an
+    old log-probability that puts some ratios outside the trust region); the balance term enters with
+    a plus sign and its coefficient, and the dense encoder has no balance part."""
+    torch.manual_seed(0)
+    policy = _tiny_moe(1)
+    data = _rollout_data(policy, seed=1)
+    data["logp"] = data["logp"] + np.random.default_rng(0).normal(0, 0.3, data["logp"].shape).astype(np.float32)
+    batch = _hand_batch(data, method.PPOConfig())
+    pl, vl, ent, bal = _ppo_parts_by_hand(policy, batch, 0.2)
+    loss, parts = method.ppo_loss(policy, batch, 0.2, value_coef=0.5, entropy_coef=0.1, balance_coef=0.3)
+    assert parts["policy"] == pytest.approx(pl.item(), rel=1e-5, abs=1e-7)
+    assert parts["value"] == pytest.approx(vl.item(), rel=1e-5)
+    assert parts["entropy"] == pytest.approx(ent.item(), rel=1e-5)
+    assert parts["balance"] == pytest.approx(bal.item(), rel=1e-5) and bal.item() >= 1.0
+    assert loss.item() == pytest.approx((pl + 0.5 * vl - 0.1 * ent + 0.3 * bal).item(), rel=1e-5)
+    loss2, _ = method.ppo_loss(policy, batch, 0.2, value_coef=0.5, entropy_coef=0.1, balance_coef=1.3)
+    assert loss2.item() - loss.item() == pytest.approx(bal.item(), rel=1e-4)
+    dense = method.RastEncoder(task.N_ZONE_FEATURES, task.N_GLOBAL_FEATURES, d=8, layers=1, heads=2, d_ff=16, seed=1)
+    _, parts = method.ppo_loss(dense, batch, 0.2)
+    assert "balance" not in parts
+
+
+def test_load_balancing_loss_gradient_spreads_the_router(one_torch_thread):
+    """A gradient step on L_bal lowers the mean router probability of the overloaded expert (the one
+    most states pick first): descending it balances the load."""
+    logits = torch.tensor([[2.0, 0.5, 0.1, 0.0], [1.5, 0.2, 0.3, 0.1], [0.1, 1.0, 0.2, 0.0]], requires_grad=True)
+    q = torch.softmax(logits, -1)
+    top1 = q.argmax(-1)
+    loss = method.load_balancing_loss(q, top1)
+    (grad,) = torch.autograd.grad(loss, logits)
+    after = torch.softmax(logits.detach() - 1.0 * grad, -1)
+    assert after.mean(0)[0] < q.detach().mean(0)[0]
+    assert loss.item() == pytest.approx(4 * (2 / 3 * q[:, 0].mean() + 1 / 3 * q[:, 1].mean()).item(), rel=1e-6)
+
+
+def test_ppo_update_first_step_is_clipped_sgd_on_the_hand_written_loss(one_torch_thread):
+    """ppo_update (one epoch, one minibatch, plain SGD): every parameter moves by -lr g min(1, 0.5 /
+    ||g||), g the gradient of the hand-written PPO loss (GAE, standardised advantages, balance term
+    included) on the whole batch."""
+    ppo = method.PPOConfig(epochs=1, minibatches=1, entropy_coef=0.1, balance_coef=0.5)
+    policy = _tiny_moe(2)
+    data = _rollout_data(policy, seed=2)
+    batch = _hand_batch(data, ppo)
+    pl, vl, ent, bal = _ppo_parts_by_hand(policy, batch, ppo.clip_eps)
+    params = list(policy.parameters())
+    grads = torch.autograd.grad(pl + ppo.value_coef * vl - ppo.entropy_coef * ent + ppo.balance_coef * bal, params,
+                                allow_unused=True)
+    grads = [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads)]
+    scale = min(1.0, 0.5 / (float(torch.sqrt(sum((g ** 2).sum() for g in grads))) + 1e-6))
+    before = [p.detach().clone() for p in params]
+    lr = 0.05
+    parts = method.ppo_update(policy, torch.optim.SGD(params, lr=lr), data, ppo, torch.Generator().manual_seed(0))
+    assert parts["value"] == pytest.approx(vl.item(), rel=1e-4) and parts["balance"] == pytest.approx(bal.item(), rel=1e-4)
+    for b, p, g in zip(before, params, grads):
+        assert torch.allclose(p.detach() - b, -lr * scale * g, rtol=1e-3, atol=1e-7)
+
+
+def test_ppo_update_second_epoch_uses_the_old_log_probabilities(one_torch_thread):
+    """At the second epoch over the same batch the policy has moved, so the importance ratio against
+    the rollout's (old) log-probabilities differs from 1: the second step is -lr x clipped gradient of
+    the hand-written loss with the old log-probabilities, at the parameters after the first epoch."""
+    ppo = method.PPOConfig(epochs=1, minibatches=1, entropy_coef=0.1, balance_coef=0.5)
+    start = _tiny_moe(3)
+    data = _rollout_data(start, seed=3)
+    lr = 0.5
+    one = copy.deepcopy(start)
+    method.ppo_update(one, torch.optim.SGD(one.parameters(), lr=lr), data, ppo, torch.Generator().manual_seed(0))
+    two = copy.deepcopy(start)
+    ppo.epochs = 2
+    method.ppo_update(two, torch.optim.SGD(two.parameters(), lr=lr), data, ppo, torch.Generator().manual_seed(0))
+    batch = _hand_batch(data, ppo)
+    pl, vl, ent, bal = _ppo_parts_by_hand(one, batch, ppo.clip_eps)
+    logits, _, _ = one(batch["zone"], batch["glob"])
+    ratio = torch.exp(method.zone_log_probs(logits, batch["action"]) - batch["logp"]).detach()
+    assert float((ratio - 1).abs().max()) > 0.02
+    params = list(one.parameters())
+    grads = torch.autograd.grad(pl + ppo.value_coef * vl - ppo.entropy_coef * ent + ppo.balance_coef * bal, params,
+                                allow_unused=True)
+    grads = [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads)]
+    scale = min(1.0, 0.5 / (float(torch.sqrt(sum((g ** 2).sum() for g in grads))) + 1e-6))
+    for a, b, g in zip(params, two.parameters(), grads):
+        assert torch.allclose(b.detach() - a.detach(), -lr * scale * g, rtol=1e-3, atol=1e-6)

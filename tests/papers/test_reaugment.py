@@ -1,5 +1,6 @@
 """Unit tests of replib.papers.reaugment (model-zoo anchors, VMAE, REINFORCE stage, claim values)."""
 
+import copy
 from types import SimpleNamespace
 
 import numpy as np
@@ -263,3 +264,179 @@ def test_claim_values_without_the_untuned_run_give_nan_for_m3_m4_only():
     values = experiment.claim_values(results, SimpleNamespace(seeds=[0]))[0]
     assert np.isnan(values["m3_untuned_vs_no_augmentation"]) and np.isnan(values["m4_untuned_vs_generator_without_rl"])
     assert not np.isnan(values["h1_vs_no_augmentation"])
+
+
+# ---- update steps: direction, parts, second step ---------------------------------------------------
+
+
+@pytest.fixture
+def one_torch_thread():
+    """The update-step tests below run on one torch thread (tiny tensors; fast and deterministic)."""
+    from replib.core.runtime import compute_threads
+
+    with compute_threads(1):
+        yield
+
+
+def _hand_gaussian_logprob(z, mu, logvar):
+    return torch.distributions.Normal(mu, (0.5 * logvar).exp()).log_prob(z).sum(-1)
+
+
+def _vmae_terms_by_hand(model, w, mask, noise):
+    """The VMAE objective's parts written out from the three MLPs: the reconstruction (per-step MSE)
+    and KL(q || p) of diagonal Gaussians (torch.distributions), per window."""
+    mu_q, logvar_q = model.posterior(w).chunk(2, -1)
+    mu_p, logvar_p = model.prior(torch.cat([w * (1 - mask), mask], -1)).chunk(2, -1)
+    logvar_p = logvar_p.clamp(-6.0, 2.0)
+    z = mu_q + (0.5 * logvar_q).exp() * noise
+    w_hat = model.decoder(torch.cat([z, w * (1 - mask), mask], -1))
+    recon = ((w_hat - w) ** 2).mean(-1)
+    kl = torch.distributions.kl_divergence(torch.distributions.Normal(mu_q, (0.5 * logvar_q).exp()),
+                                           torch.distributions.Normal(mu_p, (0.5 * logvar_p).exp())).sum(-1)
+    return recon, kl
+
+
+def test_vmae_loss_is_reconstruction_plus_beta_kl_over_T_and_trains_the_prior(one_torch_thread):
+    """vmae_loss = mean(recon + beta KL / T), each part recomputed by hand with the same noise; the KL
+    term is what reaches the prior (its gradient there equals that of beta mean KL / T, nonzero), and
+    changing beta changes the loss by the KL part."""
+    model = method.VMAE(6, latent=2, hidden=8, seed=3)
+    w = torch.as_tensor(np.sin(np.linspace(0, 5, 4 * 6)).reshape(4, 6), dtype=torch.float32)
+    mask = method.contiguous_mask(4, 6, 0.34, torch.Generator().manual_seed(0))
+    torch.manual_seed(11)
+    loss, terms = method.vmae_loss(model, w, mask, beta=0.7)
+    torch.manual_seed(11)
+    recon, kl = _vmae_terms_by_hand(model, w, mask, torch.randn(4, 2))
+    assert kl.min().item() > 0
+    assert loss.item() == pytest.approx((recon + 0.7 * kl / 6).mean().item(), rel=1e-5)
+    assert terms["reconstruction"] == pytest.approx(recon.mean().item(), rel=1e-5)
+    assert terms["kl"] == pytest.approx(kl.mean().item(), rel=1e-5)
+    prior = list(model.prior.parameters())
+    got = torch.autograd.grad(loss, prior)
+    want = torch.autograd.grad((0.7 * kl / 6).mean(), prior)
+    assert all(torch.allclose(a, b, rtol=1e-4, atol=1e-8) for a, b in zip(got, want))
+    assert sum(float(g.abs().sum()) for g in got) > 1e-4
+    torch.manual_seed(11)
+    loss0, _ = method.vmae_loss(model, w, mask, beta=0.0)
+    assert loss.item() - loss0.item() == pytest.approx(0.7 * kl.mean().item() / 6, rel=1e-4)
+
+
+def test_train_vmae_first_step_is_adam_on_the_hand_written_objective(one_torch_thread):
+    """One train_vmae step (full batch, Adam): the recorded loss is the hand-written objective with
+    the step's mask and noise, every parameter moves by -lr g / (|g| + eps) (against the sign of the
+    hand gradient), and the prior moves too (it is trained through the KL term)."""
+    w = np.cos(np.linspace(0, 7, 5 * 6)).reshape(5, 6)
+    model = method.VMAE(6, latent=2, hidden=8, seed=4)
+    wt = torch.as_tensor(w, dtype=torch.float32)
+    mask = method.contiguous_mask(5, 6, 0.25, torch.Generator().manual_seed(7))
+    torch.manual_seed(7)
+    recon, kl = _vmae_terms_by_hand(model, wt, mask, torch.randn(5, 2))
+    loss = (recon + 0.3 * kl / 6).mean()
+    params = list(model.parameters())
+    grads = torch.autograd.grad(loss, params)
+    before = [p.detach().clone() for p in params]
+    lr = 1e-2
+    hist = method.train_vmae(model, w, steps=1, lr=lr, mask_ratio=0.25, beta=0.3, seed=7)
+    assert hist[0]["loss"] == pytest.approx(loss.item(), rel=1e-5)
+    for b, p, g in zip(before, params, grads):
+        step = (p.detach() - b) / -lr
+        big = g.abs() > 1e-5
+        assert torch.allclose(step[big], torch.sign(g[big]), atol=1e-2)
+    names = [n for n, _ in model.named_parameters()]
+    prior_moved = [not torch.equal(b, p.detach()) for n, b, p in zip(names, before, params) if n.startswith("prior.")]
+    assert len(prior_moved) == 4 and all(prior_moved)
+
+
+def _zoo_for(lookback, horizon):
+    return task.ForecasterBank([0, 1, 2], lookback=lookback, horizon=horizon, hidden=8)
+
+
+def test_reinforce_step_is_one_sgd_step_on_the_hand_written_reinforce_loss(one_torch_thread):
+    """reinforce_step with plain SGD on the prior: -lr x grad of -mean(A log N(z; mu, sigma)) with z
+    drawn (then fixed) from the prior, the reward log(Var_k e_k + eps) - lam d / d0 and A the batch's
+    standardised reward, all written out by hand; a larger step raises the log-probability of the
+    best-rewarded sample."""
+    w = torch.as_tensor(np.sin(np.linspace(0, 9, 8 * 6)).reshape(8, 6) * 1.5, dtype=torch.float32)
+    model = method.VMAE(6, latent=2, hidden=8, seed=5)
+    zoo = _zoo_for(4, 2)
+    lam, d0, ratio, lr = 0.3, 0.5, 0.34, 0.05
+    gen = torch.Generator().manual_seed(3)
+    mask = method.contiguous_mask(8, 6, ratio, gen)
+    mu, logvar = model.prior(torch.cat([w * (1 - mask), mask], -1)).chunk(2, -1)
+    logvar = logvar.clamp(-6.0, 2.0)
+    z = (mu + (0.5 * logvar).exp() * torch.randn(mu.shape, generator=gen)).detach()
+    with torch.no_grad():
+        generated = model.decoder(torch.cat([z, w * (1 - mask), mask], -1))
+        errors = ((zoo(generated[:, :4]) - generated[None, :, 4:]) ** 2).mean(-1).double()
+        r = torch.log(errors.var(0, unbiased=False) + 1e-4) - lam * ((generated - w) ** 2).mean(-1).double() / d0
+        adv = ((r - r.mean()) / (r.std(unbiased=False) + 1e-6)).float()
+    loss = -(adv * _hand_gaussian_logprob(z, mu, logvar)).mean()
+    prior = list(model.prior.parameters())
+    grads = torch.autograd.grad(loss, prior)
+    before = [p.detach().clone() for p in prior]
+    opt = torch.optim.SGD(prior, lr=lr)
+    stats = method.reinforce_step(model, opt, zoo, w, 4, lam, d0, ratio, torch.Generator().manual_seed(3))
+    assert stats["reward"] == pytest.approx(float(r.mean()), rel=1e-5)
+    for b, p, g in zip(before, prior, grads):
+        assert torch.allclose(p.detach() - b, -lr * g, rtol=1e-4, atol=1e-8)
+    # a bigger step: the best sample's log-probability under the prior rises, the worst one's falls
+    for p, b, g in zip(prior, before, grads):
+        with torch.no_grad():
+            p.copy_(b - 0.5 * g)
+    with torch.no_grad():
+        mu2, logvar2 = model.prior_params(w, mask)
+        new = _hand_gaussian_logprob(z, mu2, logvar2)
+        old = _hand_gaussian_logprob(z, mu.detach(), logvar.detach())
+    best, worst = int(r.argmax()), int(r.argmin())
+    assert new[best] > old[best] and new[worst] < old[worst]
+
+
+def test_rl_finetune_second_iteration_draws_a_fresh_mask_and_keeps_adam_state(one_torch_thread):
+    """rl_finetune = d0 from one pre-RL batch, then REINFORCE steps that share one generator (the
+    second iteration draws new masks and noise) and one Adam optimiser over the prior: replayed by
+    hand with reinforce_step, the two-iteration run ends at the same parameters."""
+    w = np.cos(np.linspace(0, 11, 3 * 6)).reshape(3, 6)
+    zoo = _zoo_for(4, 2)
+    model = method.VMAE(6, latent=2, hidden=8, seed=6)
+    replay = copy.deepcopy(model)
+    hist, d0 = method.rl_finetune(model, zoo, w, 4, iterations=2, lr=1e-2, samples_per_anchor=2, seed=9)
+    anchors = torch.as_tensor(np.repeat(w, 2, axis=0), dtype=torch.float32)
+    gen = torch.Generator().manual_seed(9)
+    with torch.no_grad():
+        m0 = method.contiguous_mask(6, 6, 0.25, gen)
+        mu, logvar = replay.prior_params(anchors, m0)
+        z = mu + (0.5 * logvar).exp() * torch.randn(mu.shape, generator=gen)
+        want_d0 = float(((replay.decode(z, anchors, m0) - anchors) ** 2).mean())
+    assert d0 == pytest.approx(want_d0, rel=1e-6)
+    opt = torch.optim.Adam(replay.prior.parameters(), lr=1e-2)
+    state = gen.get_state()
+    first = method.reinforce_step(replay, opt, zoo, anchors, 4, 0.3, d0, 0.25, gen)
+    assert not torch.equal(gen.get_state(), state)
+    second = method.reinforce_step(replay, opt, zoo, anchors, 4, 0.3, d0, 0.25, gen)
+    assert hist == [first, second] and first != second
+    for a, b in zip(model.parameters(), replay.parameters()):
+        assert torch.allclose(a, b, atol=1e-7)
+
+
+def test_fit_forecasters_first_step_is_adam_on_the_weighted_member_losses(one_torch_thread):
+    """fit_forecasters, one epoch: the recorded loss is the mean over members of
+    sum_n w_mn ||f_m(x_n) - y_n||^2 / (H sum_n w_mn) (hand-written, uneven weights), and Adam's first
+    step moves every weight against the sign of that loss's gradient."""
+    w = np.random.default_rng(4).standard_normal((5, 6))
+    weights = np.array([[1.0, 2.0, 0.0, 1.0, 1.0], [0.0, 1.0, 1.0, 3.0, 1.0]])
+    bank = task.ForecasterBank([1, 2], lookback=4, horizon=2, hidden=8)
+    x, y = (torch.as_tensor(a, dtype=torch.float32) for a in (w[:, :4], w[:, 4:]))
+    wt = torch.as_tensor(weights, dtype=torch.float32)
+    per = ((bank(x) - y[None]) ** 2).mean(-1)
+    member = (wt * per).sum(1) / wt.sum(1)
+    params = list(bank.parameters())
+    grads = torch.autograd.grad(member.sum(), params)
+    before = [p.detach().clone() for p in params]
+    lr = 1e-2
+    losses = task.fit_forecasters(bank, w, weights, epochs=1, lr=lr)
+    assert losses[0] == pytest.approx(member.mean().item(), rel=1e-6)
+    for b, p, g in zip(before, params, grads):
+        step = (p.detach() - b) / -lr
+        big = g.abs() > 1e-5
+        assert torch.allclose(step[big], torch.sign(g[big]), atol=1e-2)
+        assert bool((step[~big].abs() <= 1 + 1e-3).all())

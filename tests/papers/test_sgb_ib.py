@@ -152,3 +152,139 @@ def test_ib_restarts_with_no_more_items_than_clusters():
     T, F, sweeps = method.ib_restarts(w, [P], 5, P, seed=0)
     np.testing.assert_array_equal(T, [0, 1, 2])
     assert sweeps == 0 and F == pytest.approx(method.ib_objective(w, [P], T, 5))
+
+
+# ---- the objective's parts, the draw-and-merge updates and the restarts, by hand ---------------------------
+
+
+def _tiny_ib(seed=0, m=4):
+    rng = np.random.default_rng(seed)
+    weight = rng.dirichlet(np.ones(m))
+    dists = [rng.dirichlet(np.ones(2), size=m), rng.dirichlet(np.ones(3), size=m)]
+    A = rng.random((m, m))
+    return weight, dists, (A + A.T) * (1 - np.eye(m))
+
+
+def test_ib_objective_is_the_weighted_sum_of_hand_computed_parts():
+    """F(T) = mean_v I(T; Y_v) - beta^-1 H(T) + lam Omega(T), each part from its definition: I from the joint
+    p(t, y) = sum_b p(b) [T_b = t] p(y | b), H(T) from p(t), Omega the share of graph weight inside clusters."""
+    weight, dists, A = _tiny_ib()
+    T = np.array([0, 1, 0, 1])
+    pt = np.array([weight[T == t].sum() for t in (0, 1)])
+    mi = []
+    for D in dists:
+        joint = np.array([(weight[T == t, None] * D[T == t]).sum(0) for t in (0, 1)])
+        mi.append(float((joint * np.log(joint / (pt[:, None] * joint.sum(0)[None]))).sum()))
+    H = -float((pt * np.log(pt)).sum())
+    omega = (2 * A[0, 2] + 2 * A[1, 3]) / A.sum()
+    assert method.ib_objective(weight, dists, T, 2) == pytest.approx(np.mean(mi) - 0.01 * H, abs=1e-9)
+    F = method.ib_objective(weight, dists, T, 2, beta_inv=0.2, lam=0.7, A=A)
+    assert F == pytest.approx(np.mean(mi) - 0.2 * H + 0.7 * omega, abs=1e-9)
+    assert method.ib_objective(weight, dists, T, 2, beta_inv=0.2, lam=0.0, A=A) == pytest.approx(F - 0.7 * omega)
+    assert 0.7 * omega > 0.1 and 0.2 * H > 0.1 and abs(mi[0] - mi[1]) > 1e-3  # every term moves the total
+
+
+def _reference_sib(weight, dists, K, T, rng, sweeps, beta_inv, lam, A):
+    """sIB written from its definition: in each sweep's random order, every item not alone in its cluster goes to
+    the cluster whose F after the move is largest (F recomputed from scratch each time)."""
+    T, moved, objective = T.copy(), [], []
+    for _ in range(sweeps):
+        n_moved = 0
+        for b in rng.permutation(len(weight)):
+            if (T == T[b]).sum() == 1:
+                continue
+            scores = []
+            for t in range(K):
+                trial = T.copy()
+                trial[b] = t
+                scores.append(method.ib_objective(weight, dists, trial, K, beta_inv, lam, A))
+            n_moved += int(np.argmax(scores)) != T[b]
+            T[b] = int(np.argmax(scores))
+        moved.append(n_moved)
+        objective.append(method.ib_objective(weight, dists, T, K, beta_inv, lam, A))
+    return T, moved, objective
+
+
+def test_draw_and_merge_second_sweep_matches_sib_from_scratch_and_never_lowers_the_objective():
+    """Two sweeps of ``draw_and_merge`` (with the structure term) give the assignment of sIB recomputed from
+    scratch, with the cluster statistics carried over from sweep 1 (items move in both sweeps); F rises."""
+    weight, dists, A = _tiny_ib(seed=3, m=12)
+    init = np.array([0, 1, 2] * 4)
+    args = dict(beta_inv=0.05, lam=0.2, A=A)
+    T, sweeps = method.draw_and_merge(weight, dists, 3, init, np.random.default_rng(7), max_sweeps=2, tol=0.0, **args)
+    want, moved, objective = _reference_sib(weight, dists, 3, init, np.random.default_rng(7), 2, **args)
+    assert sweeps == 2 and moved[0] > 0 and moved[1] > 0
+    np.testing.assert_array_equal(T, want)
+    start = method.ib_objective(weight, dists, init, 3, **args)
+    assert start < objective[0] < objective[1]
+
+
+def test_ib_restarts_keeps_the_run_with_the_largest_objective():
+    """Restart r is the run of ``seed + r`` alone; the result is the one of largest F and the sweeps add up."""
+    rng = np.random.default_rng(9)
+    weight = rng.dirichlet(np.ones(14))
+    dists = [rng.dirichlet(np.ones(3) * 0.5, size=14), rng.dirichlet(np.ones(4) * 0.5, size=14)]
+    Z = np.concatenate(dists, axis=1)
+    runs = [method.ib_restarts(weight, dists, 3, Z, seed=5 + r, restarts=1, max_sweeps=1) for r in range(4)]
+    T, F, sweeps = method.ib_restarts(weight, dists, 3, Z, seed=5, restarts=4, max_sweeps=1)
+    Fs = [run[1] for run in runs]
+    assert max(Fs) - min(Fs) > 1e-6  # the restarts differ
+    best = int(np.argmax(Fs))
+    assert F == max(Fs) and np.array_equal(T, runs[best][0]) and sweeps == sum(run[2] for run in runs)
+
+
+def test_ball_statistics_by_hand():
+    """p(b) = |S_b| / n, p(y_v | b) = the members' mean, centre = mean of the concatenated rows, radius = mean
+    distance of the members to the centre; every sample knows its ball."""
+    P1 = np.array([[1.0, 0.0], [0.0, 1.0], [0.5, 0.5], [0.2, 0.8]])
+    P2 = np.array([[0.1, 0.9], [0.3, 0.7], [0.6, 0.4], [0.6, 0.4]])
+    s = method.ball_statistics([P1, P2], [np.array([0, 1, 3]), np.array([2])])
+    np.testing.assert_allclose(s.weight, [0.75, 0.25])
+    np.testing.assert_allclose(s.dists[0], [[0.4, 0.6], [0.5, 0.5]])
+    np.testing.assert_allclose(s.dists[1], [[1 / 3, 2 / 3], [0.6, 0.4]])
+    np.testing.assert_allclose(s.centre, [[0.4, 0.6, 1 / 3, 2 / 3], [0.5, 0.5, 0.6, 0.4]])
+    Z = np.concatenate([P1, P2], axis=1)[[0, 1, 3]]
+    np.testing.assert_allclose(s.radius, [np.linalg.norm(Z - s.centre[0], axis=1).mean(), 0.0])
+    np.testing.assert_array_equal(s.of_sample, [0, 0, 1, 0])
+
+
+def _reference_balls(Ps, pseudo, theta, n_min):
+    """Ball generation from its description: a ball of purity 1 - mean_v iota_v below theta with at least 2 n_min
+    members is split by 2-means from the centroids of the two largest pseudo-label groups of its most impure view,
+    and the split is kept when both children have n_min members and their size-weighted purity beats the ball's."""
+    Z = np.concatenate(Ps, axis=1)
+    purity = lambda idx: 1.0 - method.impurity(Ps, pseudo, idx).mean()  # noqa: E731
+    queue, balls = [np.arange(len(Z))], []
+    while queue:
+        idx = queue.pop(0)
+        lab = pseudo[int(np.argmax(method.impurity(Ps, pseudo, idx)))][idx]
+        ks, counts = np.unique(lab, return_counts=True)
+        if purity(idx) >= theta or len(idx) < 2 * n_min or len(ks) < 2:
+            balls.append(idx)
+            continue
+        top = [ks[j] for j in np.argsort(-counts, kind="stable")[:2]]
+        first = method.two_means(Z[idx], np.stack([Z[idx[lab == k]].mean(axis=0) for k in top]))
+        a, b = idx[first], idx[~first]
+        ok = min(len(a), len(b)) >= n_min and (len(a) * purity(a) + len(b) * purity(b)) / len(idx) > purity(idx)
+        queue += [a, b] if ok else []
+        balls += [] if ok else [idx]
+    return balls
+
+
+def test_generate_balls_follows_the_split_rule_on_random_views():
+    """On random two-view data with noisy pseudo-labels (five balls) the balls are those of the split rule written
+    out; a view whose pseudo-labels say nothing (one label) is not the one that picks the split."""
+    rng = np.random.default_rng(13)
+    centres = rng.dirichlet(np.ones(6), size=4)
+    member = rng.integers(0, 4, size=80)
+    P1 = np.array([rng.dirichlet(10 * centres[k] + 0.5) for k in member])
+    P2 = np.array([rng.dirichlet(10 * centres[k, :3] + 0.5) for k in member])
+    pseudo = [np.where(rng.random(80) < 0.9, member, rng.integers(0, 4, size=80)),
+              np.where(rng.random(80) < 0.9, member % 3, rng.integers(0, 3, size=80))]
+    balls = method.generate_balls([P1, P2], pseudo, theta=0.9, n_min=5)
+    want = _reference_balls([P1, P2], pseudo, 0.9, 5)
+    assert len(balls) == 5
+    assert [b.tolist() for b in balls] == [b.tolist() for b in want]
+    flat = np.zeros(80, int)
+    two = method.generate_balls([P1, P1], [flat, pseudo[0]], theta=0.9, n_min=5)  # view 1 is pure (one label)
+    assert len(two) > 1

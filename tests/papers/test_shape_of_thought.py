@@ -155,3 +155,99 @@ def test_paper_profile_keeps_tensors_on_the_model_device(monkeypatch):
     model = method.UnifiedDecoder(d=16, n_layer=1, seed=0).to("meta")
     with pytest.raises((RuntimeError, NotImplementedError), match=META_READ):
         method.generate(model, "sot", [[task.TOK["TABLE"], task.TOK["K2"]]] * 2, img_rounds=2, img_temperature=1.0)
+
+
+# ---- the loss's parts, the batch's labels and the training step, by hand --------------------------------
+
+
+def test_sot_loss_is_the_weighted_sum_of_closed_form_parts():
+    """On a hand-made batch: CE_text over the 10 text tokens only, CE_img over the 16 patch codes only (large
+    logits elsewhere are ignored), each in closed form -a + log(e^a + n - 1); L = w_ce CE_text + w_img CE_img."""
+    V = len(task.VOCAB)
+    logits = torch.zeros(1, 4, V)
+    logits[0, 0, task.TOK["K3"]] = 2.0  # text target K3 with logit 2
+    logits[0, 0, task.IMG0 + 5] = 50.0  # an image logit at a text position: outside the text vocabulary
+    logits[0, 2, task.IMG0 + 7] = 1.0  # image target code 7 with logit 1
+    logits[0, 2, task.TOK["MASK"]] = 50.0  # MASK and text logits at an image position: ignored
+    logits[0, 2, task.TOK["TOP"]] = 50.0
+    batch = dict(text_target=torch.tensor([[task.TOK["K3"], -1, -1, -1]]),
+                 img_target=torch.tensor([[-1, -1, task.IMG0 + 7, -1]]))
+    ce_text = -2.0 + np.log(np.exp(2.0) + 9)
+    ce_img = -1.0 + np.log(np.exp(1.0) + 15)
+    assert float(method.sot_loss(logits, batch)) == pytest.approx(ce_text + ce_img, rel=1e-6)
+    assert float(method.sot_loss(logits, batch, w_ce=0.5, w_img=3.0)) == pytest.approx(0.5 * ce_text + 3 * ce_img,
+                                                                                        rel=1e-6)
+    assert float(method.sot_loss(logits, batch, w_ce=0.0)) == pytest.approx(ce_img, rel=1e-6)
+    no_text = dict(text_target=torch.full((1, 4), -1), img_target=batch["img_target"])
+    assert float(method.sot_loss(logits, no_text, w_ce=5.0)) == pytest.approx(ce_img, rel=1e-6)
+
+
+def _run_start(is_img, i):
+    """The first index of the run of image tokens that contains position i."""
+    while i > 0 and is_img[i - 1]:
+        i -= 1
+    return i
+
+
+def test_training_batch_labels_every_next_text_token_and_the_masked_clean_codes():
+    """Text targets sit at exactly the positions i >= 1 whose next token is text (the label is that token);
+    the noisy copy of one image block carries the block's own positions, MASK where masked, the clean code
+    elsewhere, and the clean code as the target at the masked positions only."""
+    rng = np.random.default_rng(3)
+    recs = [task.build_sequence(v, k, task.sample_table(rng, k)) for v, k in (("sot", 2), ("text_cot", 3))]
+    b = method.make_training_batch(recs, np.random.default_rng(1))
+    for r, (seq, is_img) in enumerate(recs):
+        n = len(seq)
+        want = np.full(n, -1)
+        for i in range(1, n - 1):
+            if not is_img[i + 1]:
+                want[i] = seq[i + 1]
+        assert np.array_equal(b["text_target"][r, :n].numpy(), want)
+        assert (b["text_target"][r, n:] == -1).all()
+        start = int(b["pos"][r, n])
+        starts = [i for i in range(n) if is_img[i] and (i - _run_start(is_img, i)) % 16 == 0]  # the blocks
+        assert start in starts and np.array_equal(b["pos"][r, n:n + 16].numpy(), np.arange(start, start + 16))
+        clean = torch.as_tensor(seq[start:start + 16])
+        masked = b["ids"][r, n:n + 16] == task.TOK["MASK"]
+        assert masked.any()
+        assert torch.equal(b["ids"][r, n:n + 16][~masked], clean[~masked])
+        assert torch.equal(b["img_target"][r, n:n + 16][masked], clean[masked])
+        assert (b["img_target"][r, n:n + 16][~masked] == -1).all() and (b["img_target"][r, :n] == -1).all()
+
+
+def test_train_model_takes_clipped_adamw_steps_down_the_hand_written_loss():
+    """Two steps of ``train_model`` (different records each step): the loss is CE over the text targets (text
+    vocabulary) plus CE over the masked image codes (patch codes) under the current weights; the gradient is
+    clipped to norm 1, then AdamW (betas 0.9, 0.95, decay 0.01) at lr x [1/2, 0.525] (warm-up of 2 times the
+    cosine to 5%) moves the weights. The clip shows at step 2, where Adam's moments mix two gradients."""
+    rng = np.random.default_rng(5)
+    records = [task.build_sequence(v, k, task.sample_table(rng, k)) for v in task.VARIANTS for k in task.COUNTS]
+    model, losses = method.train_model(records, steps=2, batch_size=3, lr=1e-2, d=16, n_layer=1, seed=0, warmup=2)
+    ref = method.UnifiedDecoder(d=16, n_layer=1, seed=0)
+    params = list(ref.parameters())
+    moments = [(torch.zeros_like(p), torch.zeros_like(p)) for p in params]
+    draw = np.random.default_rng(0)
+    for t, factor in enumerate([0.5, 0.525], start=1):
+        batch = method.make_training_batch([records[i] for i in draw.integers(len(records), size=3)], draw)
+        logits = ref(batch["ids"], batch["pos"], batch["mask"])
+        tt, it = batch["text_target"], batch["img_target"]
+        text_lp = F.log_softmax(logits[tt >= 0][:, :task.IMG0], -1)
+        img_lp = F.log_softmax(logits[it >= 0][:, task.IMG0:task.IMG0 + 16], -1)
+        loss = (-text_lp.gather(1, tt[tt >= 0][:, None]).mean()
+                - img_lp.gather(1, (it[it >= 0] - task.IMG0)[:, None]).mean())
+        assert losses[t - 1] == pytest.approx(float(loss.detach()), rel=1e-5), t
+        grads = torch.autograd.grad(loss, params)
+        norm = float(torch.sqrt(sum((g * g).sum() for g in grads)))
+        assert norm > 1.0  # the clip is active
+        grads = [g / (norm + 1e-6) for g in grads]
+        lr = 1e-2 * factor
+        with torch.no_grad():
+            for k, (p, g) in enumerate(zip(params, grads)):
+                m, v = 0.9 * moments[k][0] + 0.1 * g, 0.95 * moments[k][1] + 0.05 * g * g
+                moments[k] = (m, v)
+                p.mul_(1 - lr * 0.01).sub_(lr / (1 - 0.9 ** t) * m / ((v / (1 - 0.95 ** t)).sqrt() + 1e-8))
+    for (name, p), q in zip(model.named_parameters(), params):
+        diff = (p - q).detach().abs()
+        if name.endswith("qkv.bias"):  # the key bias has a zero gradient (softmax is shift-invariant) up to
+            diff = torch.cat([diff[:16], diff[32:]])  # rounding, which Adam's normalisation blows up
+        assert float(diff.max()) < 1e-6, name  # a step moves a weight by about 5e-3

@@ -383,3 +383,158 @@ def test_paper_profile_keeps_tensors_on_the_model_device(monkeypatch):
     with pytest.raises((RuntimeError, NotImplementedError), match=META_READ):
         method.tdsc_update(model, task.batches(rows, 2), pairs, sft_steps=1, sft_lr=1e-3, dpo_steps=1, batch_pairs=2,
                            dpo_lr=1e-3, beta=0.1, seed=0)
+
+
+# ---------------------------------------------------------------- update steps: descent, second step
+
+def _sgd(monkeypatch):
+    """Plain SGD (same lr and weight decay) in place of AdamW inside align, train_lm and tdsc_update."""
+    monkeypatch.setattr(torch.optim, "AdamW", lambda params, lr, weight_decay=0.0: torch.optim.SGD(
+        params, lr=lr, weight_decay=weight_decay))
+
+
+def _l2_rows(n=6, seed=0):
+    return task.make_l2_corpus(n, task.text_chain(0, language=1), np.random.default_rng(seed), mapped_share=0.5,
+                               substitution=0.05)
+
+
+def _sequences(rows, losers=False):
+    """Per row: (ids of prefix + speech + EOS, index of the first scored token), built by hand; the
+    loser is the speech cut to its first half."""
+    out = []
+    for r in rows:
+        head = [task.BOS] + [task.TEXT0 + int(p) for p in r["text"]] + [task.SEP]
+        speech = list(r["speech"][: max(1, len(r["speech"]) // 2)] if losers else r["speech"])
+        out.append((torch.tensor(head + speech + [task.EOS]), len(head)))
+    return out
+
+
+def _pairs(rows):
+    w = task.pad_batch([task.training_sequence(r["text"], r["speech"]) for r in rows])
+    lo = task.pad_batch([task.training_sequence(r["text"], r["speech"][: max(1, len(r["speech"]) // 2)]) for r in rows])
+    return method.PreferenceSet(w[0], w[1], lo[0], lo[1])
+
+
+def _seq_logp(model, seq):
+    """log pi(speech + EOS | prefix) of one unpadded sequence: token t is predicted by position t - 1."""
+    ids, start = seq
+    logp = torch.log_softmax(model(ids[None]).logits[0].float(), -1)
+    return sum(logp[t - 1, ids[t]] for t in range(start, len(ids)))
+
+
+def _hand_dpo_steps(model, reference, sets, weights, steps, batch_pairs, lr, beta, seed):
+    """align written out: SGD on sum_set lambda * mean -log sigma(beta ((lw - rw) - (ll - rl))), the
+    reference log-probs those of the frozen ``reference`` model, the rows drawn as align draws them."""
+    rng = np.random.default_rng([seed, 17])
+    with torch.no_grad():
+        ref = {name: ([_seq_logp(reference, s) for s in w], [_seq_logp(reference, s) for s in lo])
+               for name, (w, lo) in sets.items()}
+    for _ in range(steps):
+        loss = 0.0
+        for name, (w, lo) in sets.items():
+            rows = rng.integers(len(w), size=batch_pairs)
+            terms = [-torch.nn.functional.logsigmoid(beta * ((_seq_logp(model, w[i]) - ref[name][0][i])
+                                                             - (_seq_logp(model, lo[i]) - ref[name][1][i])))
+                     for i in rows]
+            if weights[name] > 0:
+                loss = loss + weights[name] * torch.stack(terms).mean()
+        grads = torch.autograd.grad(loss, list(model.parameters()), allow_unused=True)
+        with torch.no_grad():
+            for p, g in zip(model.parameters(), grads):
+                if g is not None:
+                    p -= lr * g
+    return model
+
+
+def _close(a, b, atol=1e-6):
+    return all(torch.allclose(x, y, atol=atol, rtol=1e-5) for x, y in zip(a.parameters(), b.parameters()))
+
+
+def test_align_first_step_is_sgd_on_the_weighted_dpo_loss_and_favours_the_winner(monkeypatch):
+    """One plain-SGD step of align equals -lr x the gradient of the hand-written lambda-weighted DPO loss
+    on both sets; the margin log pi(y+) - log pi(y-) of each set rises."""
+    import copy
+
+    _sgd(monkeypatch)
+    sft = task.make_lm(0)
+    rows_a, rows_b = _l2_rows(4, 0), _l2_rows(4, 1)
+    sets = {"stab": _pairs(rows_a), "expr": _pairs(rows_b)}
+    hand = {"stab": (_sequences(rows_a), _sequences(rows_a, True)), "expr": (_sequences(rows_b), _sequences(rows_b, True))}
+    weights = {"stab": 0.3, "expr": 0.7}
+    aligned, losses = method.align(sft, sets, weights, steps=1, batch_pairs=3, lr=0.5, beta=0.5, seed=2)
+    want = _hand_dpo_steps(copy.deepcopy(sft), sft, hand, weights, 1, 3, 0.5, 0.5, 2)
+    assert _close(aligned, want) and not _close(aligned, sft)
+    assert losses[0] == pytest.approx(math.log(2), abs=1e-6)
+    with torch.no_grad():
+        for w, lo in hand.values():
+            margin = [sum(_seq_logp(m, a) - _seq_logp(m, b) for a, b in zip(w, lo)) for m in (sft, aligned)]
+            assert margin[1] > margin[0]
+
+
+def test_align_second_step_scores_against_the_frozen_sft_reference(monkeypatch):
+    """At the second step (new rows) the ratio to the SFT reference is no longer 1: two SGD steps equal
+    the hand-written ones with the reference held at the SFT model, and the second loss is below log 2."""
+    import copy
+
+    _sgd(monkeypatch)
+    sft = task.make_lm(0)
+    rows = _l2_rows(4, 0)
+    weights = {"tdsc": 1.0}
+    aligned, losses = method.align(sft, {"tdsc": _pairs(rows)}, weights, steps=2, batch_pairs=3, lr=0.5, beta=0.5,
+                                   seed=5)
+    hand = {"tdsc": (_sequences(rows), _sequences(rows, True))}
+    want = _hand_dpo_steps(copy.deepcopy(sft), sft, hand, weights, 2, 3, 0.5, 0.5, 5)
+    assert _close(aligned, want)
+    assert losses[1] < math.log(2) - 1e-4
+
+
+def _hand_sft_step(model, rows, batch_size, lr, weight_decay, seed):
+    """train_lm's first step written out: SGD on the mean next-token cross-entropy of the speech and EOS
+    tokens of ``batch_size`` rows drawn with numpy's default_rng(seed)."""
+    seqs = _sequences(rows)
+    picks = np.random.default_rng(seed).integers(len(seqs), size=batch_size)
+    nll, count = 0.0, 0
+    for i in picks:
+        ids, start = seqs[i]
+        logp = torch.log_softmax(model(ids[None]).logits[0].float(), -1)
+        nll = nll - sum(logp[t - 1, ids[t]] for t in range(start, len(ids)))
+        count += len(ids) - start
+    grads = torch.autograd.grad(nll / count, list(model.parameters()), allow_unused=True)
+    with torch.no_grad():
+        for p, g in zip(model.parameters(), grads):
+            if g is not None:
+                p -= lr * (g + weight_decay * p)
+    return model
+
+
+def test_sft_step_is_sgd_on_the_masked_next_token_loss(monkeypatch):
+    """Stage 1 (experiment.sft): one plain-SGD step at lr x 1/10 (the first warm-up step of 10) equals
+    the hand-written step on the speech-and-EOS cross-entropy; the backbone itself is left unchanged."""
+    import copy
+    from types import SimpleNamespace
+
+    _sgd(monkeypatch)
+    backbone = task.make_lm(0)
+    rows = [dict(r, prompt=np.zeros(0, int)) for r in _l2_rows(5, 3)]
+    before = copy.deepcopy(backbone)
+    model = experiment.sft(backbone, rows, SimpleNamespace(batch_size=3, sft_steps=1, sft_lr=0.5), seed=4)
+    assert _close(backbone, before, atol=0)
+    want = _hand_sft_step(copy.deepcopy(before), rows, 3, 0.05, 0.01, seed=4)
+    assert _close(model, want) and not _close(model, before)
+
+
+def test_tdsc_update_sft_then_dpo_against_the_post_sft_model(monkeypatch):
+    """Steps 4 and 5: one SFT step, then two DPO steps whose reference is the model after SFT (at the
+    second DPO step the ratio to it differs from 1), all plain SGD, equal the hand-written chain."""
+    import copy
+
+    _sgd(monkeypatch)
+    model = task.make_lm(1)
+    rows = [dict(r, prompt=np.zeros(0, int)) for r in _l2_rows(5, 4)]
+    pairs = _pairs(rows[:4])
+    kwargs = dict(sft_steps=1, sft_lr=0.3, dpo_steps=2, batch_pairs=3, dpo_lr=0.5, beta=0.5, seed=7)
+    got = method.tdsc_update(model, task.batches(rows, 3), pairs, **kwargs)
+    after_sft = _hand_sft_step(copy.deepcopy(model), rows, 3, 0.3, 0.01, seed=7)
+    hand = {"tdsc": (_sequences(rows[:4]), _sequences(rows[:4], True))}
+    want = _hand_dpo_steps(copy.deepcopy(after_sft), after_sft, hand, {"tdsc": 1.0}, 2, 3, 0.5, 0.5, 7)
+    assert _close(got, want)

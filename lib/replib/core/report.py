@@ -112,12 +112,10 @@ def write_blocks(slug: str, results: dict) -> bool:
         end = summary
         while end > 0 and lines[end - 1] in ("#", ""):
             end -= 1
-        opens_cell = lines[end - 1].startswith("# %%")
+        opens_cell = lines[end - 1].startswith("# %%")  # then the new cell takes that cell's header
         lines = (lines[:end] + ([] if opens_cell else ["", "# %% [markdown]"])
                  + ["# ## Reproducibility summary", "#", f"# {BLOCKS['summary'][0]}", f"# {BLOCKS['summary'][1]}",
                     "", "# %% [markdown]"] + lines[summary:])
-        if opens_cell:  # the heading opened its cell: the new cell takes that cell's header
-            del lines[end - 1]
     lines = _block(lines, *BLOCKS["verdict"], verdict_box(slug, results), "# ")
     lines = _block(lines, *BLOCKS["summary"], reproducibility_summary(slug, results), "# ")
     new = "\n".join(lines) + "\n"
