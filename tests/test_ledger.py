@@ -357,3 +357,80 @@ def test_one_seed_prints_without_a_spread():
     mean, sd = summarise([0.5])
     assert mean == 0.5 and math.isnan(sd) and format_value(mean, sd) == "0.5"
     assert format_value(*summarise([0.5, 0.7])) == "0.6 ± 0.14"
+
+
+def test_seeds_needed_has_no_answer_without_spread_or_a_finite_gap():
+    assert seeds_needed([0.5, 0.5, 0.5], 0.85) is None  # no spread: already decided, nothing to add
+    assert seeds_needed([INF, 0.7, 0.8], 0.85) is None  # an infinite value: no t-interval to grow
+    assert seeds_needed([0.5], 0.85) is None  # one seed: no spread to go on
+    # the search stops at MAX_SEEDS_NEEDED: a gap too small for 1000 seeds has no answer
+    from replib.core.ledger import MAX_SEEDS_NEEDED
+
+    assert seeds_needed([0.0, 2.0], 1.0 + 1e-9) is None and MAX_SEEDS_NEEDED == 1000
+
+
+def test_a_null_declared_as_none_judges_no_direction_and_every_unmet_precondition_is_named():
+    assert direction_verdict({**LE, "null": None}, [0.5, 0.6], "book") is None
+    assert verdict(LE, [0.1, 0.1], "book", ("p1", "p2")) == "inconclusive (precondition p1, p2 did not hold)"
+    assert direction_verdict(LE, [0.1, 0.1], "book", ("p1", "p2")) == "inconclusive (precondition p1, p2 did not hold)"
+    assert verdict(LE, [0.1, 0.1], "book", (), ("h1", "h2")) == "no room (headroom h1, h2 did not hold)"
+
+
+def test_judged_rows_count_seeds_beating_the_null_and_label_headlines_only():
+    CHAPTERS["bidprice_routing"]["claims"].append(
+        _claim("m9_with_null", "mechanism", "<=", 0.9, null=1.0))
+    try:
+        rows = {r["id"]: r for r in _judge("bidprice_routing", {
+            "c1a_mean_e2e": [0.9, 0.95, 1.05, 0.8], "m9_with_null": [0.5, 0.6, 0.55, 0.52],
+            "c2a_mean_ttft": [0.1] * 4, "k1_invariant": [0.0] * 4, "c1b_p99_e2e": [1.0] * 4})}
+    finally:
+        CHAPTERS["bidprice_routing"]["claims"].pop()
+    assert rows["c1a_mean_e2e"]["seeds_beating_null"] == 3  # 1.05 does not beat 1.0
+    assert rows["c1b_p99_e2e"]["seeds_beating_null"] == 0  # touching the null is no effect
+    assert rows["m9_with_null"]["seeds_beating_null"] == 4 and rows["m9_with_null"]["direction_verdict"] == "holds"
+    assert rows["m9_with_null"]["label"] is None  # only headlines are labelled
+    assert rows["c2a_mean_ttft"]["seeds_beating_null"] is None and rows["c2a_mean_ttft"]["null"] is None
+    assert rows["k1_invariant"]["verdict"] == "passes" and rows["k1_invariant"]["requires"] == []
+
+
+def test_the_results_record_and_the_table_carry_what_readers_need(monkeypatch):
+    import re
+    import sys
+
+    ledger = Ledger("me_dlm", "book", seeds=[1000, 1001], parameters={"steps": np.int64(5), "f": (1, 2)})
+    ledger.record_all({s: {"p1_mdlm_learns_the_toy": 90.0, "p2_oracle_room": 20.0, "c2_edits_repair": 20.0,
+                           "h1_edits_headline": 16.0 + i} for i, s in enumerate([1000, 1001])})
+    record = ledger.results()
+    assert record["slug"] == "me_dlm" and record["profile"] == "book" and record["seeds"] == [1000, 1001]
+    assert record["parameters"] == {"steps": 5, "f": [1, 2]} and record["confirmatory"] is False
+    assert record["interval_kind"].startswith("95% Student-t interval")
+    assert set(record["runtime_s"]) == {"03_experiment"} and record["runtime_s"]["03_experiment"] >= 0
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00", record["created"])
+    versions = record["versions"]
+    assert versions["python"] == ".".join(map(str, sys.version_info[:3])) and versions["numpy"] == np.__version__
+    assert versions["platform"] and "cuda_device" not in versions
+    assert [c["id"] for c in record["claims"]] == [c["id"] for c in CHAPTERS["me_dlm"]["claims"]]
+    table = ledger.table()
+    assert list(table.columns) == ["verdict", "role", "ours (mean ± sd)", "95% interval", "threshold",
+                                   "seeds clearing", "null", "vs null", "label", "paper"]
+    row = table.loc["h1_edits_headline"]
+    assert row["verdict"] == "undecided (~4 seeds)" and row["ours (mean ± sd)"] == "16.5 ± 0.71"
+    assert row["threshold"] == ">= 15.0" and row["seeds clearing"] == "2/2" and row["null"] == 0.0
+    assert row["95% interval"] == "[10.1, 22.9]" and row["label"] == "undecided" and row["vs null"] == "holds"
+    CHAPTERS["me_dlm"]["confirmatory_seeds"] = [1000, 1001, 1002, 1003, 1004]
+    try:
+        assert not Ledger("me_dlm", "book", seeds=[1000, 1001]).confirmatory
+        assert Ledger("me_dlm", "book", seeds=[1004, 1003, 1002, 1001, 1000]).confirmatory
+    finally:
+        del CHAPTERS["me_dlm"]["confirmatory_seeds"]
+
+
+def test_formatting_of_values_intervals_and_verdicts():
+    assert format_value(NAN, NAN) == "n/a" and format_value(None, None) == "n/a"
+    assert format_value(1234.5678, 0.01234) == "1.23e+03 ± 0.012"
+    from replib.core.ledger import format_interval
+
+    assert format_interval([0.12345, 6.789]) == "[0.123, 6.79]"
+    assert format_interval([None, 1.0]) == "n/a" and format_interval([NAN, NAN]) == "n/a"
+    assert format_verdict("undecided", None) == "undecided (no seed count at this spread)"
+    assert format_verdict("holds", 7) == "holds" and format_verdict(None, None) == ""

@@ -15,26 +15,26 @@
 # %% [markdown]
 # # Bid-price routing for LLM serving: theory
 #
-# > **Sources.** Chen, Ye and Zhou, "OLP-Router: Online Linear Programming for Multi-Objective
-# > Routing in LLM Serving", ICML 2026 ([arXiv 2607.03948](https://arxiv.org/abs/2607.03948)).
-# > The full text was not available to us. The method is taken from the official code
-# > ([Online-Linear-Programming-for-Vidur](https://github.com/qqwetidx/Online-Linear-Programming-for-Vidur),
-# > policy `dual_ahd`), which is exact; the paper's numbers come from a secondary summary. Our choices:
-# > a small numpy simulator instead of Vidur, the reward normaliser $\bar R = T$ (the code's default
-# > of 1 makes most rewards saturate), and the handling of wrong length predictions (not stated in the
-# > paper or the code). The online-knapsack illustration below is standard online linear programming
-# > (Li and Ye, [arXiv 1909.05499](https://arxiv.org/abs/1909.05499); Li, Sun and Ye,
-# > [arXiv 2003.02513](https://arxiv.org/abs/2003.02513)).
-#
 # **Learning goals.** After this notebook you can
 #
-# 1. write request routing with continuous batching as a linear program over *time-indexed* batch
-#    and KV-cache columns, and say why a queue-length snapshot misprices long requests;
+# 1. write request routing with continuous batching (a worker adds and drops requests from its running
+#    batch at every step) as a linear program (LP) over *time-indexed* columns of batch slots and
+#    KV-cache tokens (the memory each running request uses for its attention keys and values), and
+#    say why a queue-length snapshot misprices long requests;
 # 2. derive the bid-price rule "start a request iff its reward beats the shadow price of the
-#    resources it will occupy" from the LP dual;
+#    resources it will occupy" (a shadow price is the dual variable of a capacity: what one more unit
+#    of it would be worth) from the LP dual;
 # 3. see a dual price learnt online by projected subgradient steps lose only about $\sqrt n$
 #    reward against the best decision in hindsight, in the textbook setting where that is proven;
 # 4. predict how the reward weights $(\alpha, \beta, \gamma)$ change which of two requests goes first.
+#
+# **Sources.** Chen, Ye and Zhou, "OLP-Router: Online Linear Programming for Multi-Objective Routing
+# in LLM Serving", ICML 2026 ([arXiv 2607.03948](https://arxiv.org/abs/2607.03948)); OLP is online
+# linear programming, LLM a large language model. The full text could not be read; the paper's
+# numbers come from a secondary summary of its Tables 1 and 2. The official code
+# ([Online-Linear-Programming-for-Vidur](https://github.com/qqwetidx/Online-Linear-Programming-for-Vidur),
+# policy `dual_ahd`) decided every detail of the router; the few choices it leaves open are ours
+# (details at the end of this notebook).
 
 # %%
 # Colab set-up: installs the book's package, replib, from its repository (branch main).
@@ -157,7 +157,8 @@ print(f"KV token-steps reserved: short {short[1].sum():,}, long {long[1].sum():,
 #
 # - the **offline LP** (fractional, all items known: sort by $r/a$), an upper bound;
 # - the **bid price with the offline dual** $p^\star$: accept iff $r_t > p^\star a_t$ (an oracle price);
-# - the **online SGD dual**: accept iff $r_t > p_t a_t$, then $p_{t+1} = [p_t + \eta (a_t x_t - b/n)]_+$, $\eta = 1/\sqrt n$;
+# - the **online SGD dual** (stochastic gradient descent on the dual, one item at a time): accept iff
+#   $r_t > p_t a_t$, then $p_{t+1} = [p_t + \eta (a_t x_t - b/n)]_+$, $\eta = 1/\sqrt n$;
 # - **first-come greedy**: accept whatever fits.
 
 # %%
@@ -190,17 +191,17 @@ axes[1].legend()
 plt.show()
 
 # %% [markdown]
-# *Figure 2. Left: regret of each online rule against the offline LP, averaged over instances, on
-# log-log axes. Right: the online price of one instance with $n = 4000$ settles near the offline
-# dual price; at the very end the knapsack is full, nothing fits, and the price decays.*
+# *Figure 2. Left: regret (the reward lost against the offline LP) of each online rule, averaged over
+# instances, on log-log axes. Right: the online price of one instance with $n = 4000$ settles near the
+# offline dual price; at the very end the knapsack is full, nothing fits, and the price decays.*
 #
 # Greedy's regret grows linearly in $n$: it fills the knapsack with whatever comes first. The online
-# dual's regret grows about like $\sqrt n$, so its *relative* loss vanishes as $n$ grows, and it
-# needs no knowledge of the future: the price it learns from the items it has seen converges to the
-# price the hindsight LP would set. The $O(\sqrt n)$ guarantee (Li, Sun and Ye) holds for i.i.d.
-# items, one pass and $\eta = 1/\sqrt n$; the router runs a heuristic variant (a fixed step
-# $\eta = 0.01$, several minibatch steps per epoch over a re-sampled history, a backlog gain, price
-# halving), for which no such guarantee is known.
+# dual's regret grows about like $\sqrt n$, so its *relative* loss vanishes as $n$ grows, and it needs
+# no knowledge of the future: the price it learns from the items it has seen converges to the price
+# the hindsight LP would set. The $O(\sqrt n)$ guarantee (Li, Sun and Ye) holds for i.i.d. items
+# (independent and identically distributed), one pass and $\eta = 1/\sqrt n$; the router runs a
+# heuristic variant (a fixed step $\eta = 0.01$, several minibatch steps per epoch over a re-sampled
+# history, a backlog gain, price halving), for which no such guarantee is known.
 
 # %% [markdown]
 # ## How the reward weights steer the router
@@ -213,8 +214,10 @@ plt.show()
 # + w_{gp}\,\mathbb 1\{\tau - t_j < W_{gp}\},$$
 #
 # normalised as $\tilde r = \min(r / \bar R, 1)$. $\beta$ rewards an early *completion* (low
-# end-to-end latency), $\gamma$ an early *first token* (low TTFT), $\alpha$ tokens produced within
-# the horizon (throughput) and $w_{gp}$ starting within $W_{gp}$ steps of arrival (a tail SLO).
+# end-to-end latency, E2E: from arrival to the last token), $\gamma$ an early *first token* (low
+# TTFT, time to first token), $\alpha$ tokens produced within the horizon (throughput) and $w_{gp}$
+# starting within $W_{gp}$ steps of arrival (a tail SLO, a service-level objective such as "first
+# token within 20 steps" met by as many requests as possible).
 # Take two requests waiting at step 100 of a $T = 2300$ horizon, a short one ($\hat o = 20$) and a
 # long one ($\hat o = 300$), and a uniform price on the batch slots.
 
@@ -244,13 +247,12 @@ pd.DataFrame(table).set_index("weights").round(4)
 # ## What to expect in the experiment
 #
 # - With exact length predictions the KV reservations are exact, so the router should never
-#   preempt, while snapshot heuristics overflow KV caches and recompute.
+#   preempt (evict a running request to free its KV cache and recompute it later), while snapshot
+#   heuristics overflow KV caches and recompute.
 # - The bid-price router holds requests in a central buffer and releases them when their whole column
 #   fits: mean and tail latency and TTFT should drop well below round robin and its relatives.
 # - Part of that gain may come from central buffering and shortest-job ordering alone; the
 #   experiment separates it with two price-free ablations.
-# - Finishing requests sooner and wasting no work on preemptions should also deliver more tokens
-#   within a fixed window (throughput), and the gain should survive a rise in the arrival rate.
 # - Finishing requests sooner and wasting no work on preemptions should also deliver more tokens
 #   within a fixed window (throughput), and the gain should survive a rise in the arrival rate.
 #
@@ -271,3 +273,15 @@ pd.DataFrame(table).set_index("weights").round(4)
 #    at 1, and explain what that does to the difference between $\alpha$, $\beta$ and $\gamma$.
 # 3. Derive the subgradient of $f(p)$ for a single resource and check that $p^\star$ of the offline
 #    knapsack LP is a zero of it.
+#
+# ## Sources in detail
+#
+# The router (columns, reward, column cost, right-hand side, dual update, feasibility check, greedy
+# admission and the heuristics around them) follows the official code, policy `dual_ahd` of the
+# authors' fork of the Vidur simulator. The paper's numbers come from a secondary summary of its
+# Tables 1 and 2, as the full text could not be read. Our choices: a small numpy simulator instead of
+# Vidur, the reward normaliser $\bar R = T$ (the code's default of 1 makes most rewards saturate),
+# and the handling of wrong length predictions (stated neither in the paper nor in the code). The
+# online-knapsack illustration is standard online linear programming (Li and Ye,
+# [arXiv 1909.05499](https://arxiv.org/abs/1909.05499); Li, Sun and Ye,
+# [arXiv 2003.02513](https://arxiv.org/abs/2003.02513)).

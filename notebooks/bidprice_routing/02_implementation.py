@@ -17,14 +17,16 @@
 #
 # **Learning goals.** After this notebook you can
 #
-# 1. read each piece of the OLP router in `replib.papers.bidprice_routing.method` beside the equation or
-#    algorithm step it implements: the column, the reward, the column cost, the right-hand side, the
-#    dual update, the feasibility check and the greedy admission;
+# 1. read each piece of the OLP (online linear programming) router in
+#    `replib.papers.bidprice_routing.method` beside the equation or algorithm step it implements: the
+#    column, the reward, the column cost, the right-hand side, the dual update, the feasibility check
+#    and the greedy admission;
 # 2. check each piece on an input small enough to verify by hand;
 # 3. run the router and the baselines in the shared simulator.
 #
-# The code follows the official implementation (`_schedule_dual_ahd` in the authors' fork of Vidur).
-# Where the paper or the code leaves room, the module's docstring says which reading we took.
+# The code follows the official implementation (`_schedule_dual_ahd` in the authors' fork of Vidur, a
+# simulator of large-language-model (LLM) serving). Where the paper or the code leaves room, the
+# module's docstring says which reading we took.
 
 # %%
 # Colab set-up: installs the book's package, replib, from its repository (branch main).
@@ -80,7 +82,9 @@ assert np.all(np.abs(workload.o_hat - workload.o) <= np.ceil(0.2 * workload.o)) 
 # ## 2. The column of an action
 #
 # Starting request $j$ at step $\tau$ occupies, for $k \in K_{j\tau} = \{\tau, \dots, \min(T, \tau + \hat o_j - 1)\}$,
-# $a^B_k = 1$ batch slot and $a^M_k = s_j + (k - \tau) + 1$ KV tokens.
+# $a^B_k = 1$ batch slot and $a^M_k = s_j + (k - \tau) + 1$ KV tokens: the KV (key-value) cache holds
+# the attention keys and values of every token a running request has read or written, so it grows by
+# one token per decode step.
 
 # %%
 core.show_source(method.action_column)
@@ -94,6 +98,10 @@ assert steps.tolist() == [99, 100] and a_M.tolist() == [6, 7]  # truncated at th
 
 # %% [markdown]
 # ## 3. The SLO-weighted reward
+#
+# An SLO, a service-level objective, is the latency target the operator cares about: mean end-to-end
+# latency (E2E), time to first token (TTFT), throughput or a tail target. Each term of the reward
+# serves one of them:
 #
 # $$r_{j\tau} = \sigma + \alpha\,(\min(\hat o_j, T - \tau + 1))^+ + \beta\,(T - (\tau + \hat o_j - 1))^+
 # + \gamma\,(T - \tau + 1)^+ + w_{gp}\,\mathbb 1\{\tau - t_j < W_{gp}\}, \qquad \tilde r = \min(r / \bar R, 1).$$
@@ -221,10 +229,10 @@ core.show_source(task.ClusterSim._olp_epoch)
 # %% [markdown]
 # Every policy runs in the same time-stepped simulator: each step every running request emits one
 # token; a worker admits first-come-first-served from its own queue while its batch and KV cache
-# allow, and on a KV overflow it preempts its most recently admitted request and recomputes it later
-# (as vLLM does). The heuristics dispatch each request to a worker queue on arrival; the OLP router
-# and the two price-free ablations keep a central buffer and release a request only when its whole
-# column fits.
+# allow, and on a KV overflow it preempts (evicts) its most recently admitted request and recomputes
+# it later (as the vLLM serving engine does). The heuristics dispatch each request to a worker queue
+# on arrival; the OLP router and the two price-free ablations keep a central buffer and release a
+# request only when its whole column fits.
 
 # %%
 small = task.generate_workload(core.seed_everything(0), rate=0.55, arrival_steps=400)
@@ -243,9 +251,9 @@ summary.round(1)
 # %% [markdown]
 # ## Exercises
 #
-# **Exercise 1.** Write the KV ramp $a^M_k$ of a column: for a prompt of `s` tokens, predicted
-# length `o_hat`, start `tau` and horizon `T`, return the array of KV tokens over
-# $K_{j\tau}$. The grader compares it with the library on several cases.
+# **Exercise 1.** Write the KV ramp $a^M_k$ of a column: for a prompt of `s` tokens, predicted length
+# `o_hat`, start `tau` and horizon `T`, return the array of KV tokens over $K_{j\tau}$. The grader
+# calls it with plain Python integers and compares the result with the library on several cases.
 
 # %% tags=["solution", "hide-input"]
 def kv_ramp(s, o_hat, tau, T):
@@ -260,6 +268,7 @@ exercises.check_kv_ramp(kv_ramp)
 # **Exercise 2.** Write one projected subgradient step of the single-resource dual (the online
 # knapsack of the theory notebook): given the price `p`, the item's size `a`, whether it was
 # accepted `x` (0 or 1), the capacity per item `d` and the step size `eta`, return the next price.
+# The grader passes plain Python numbers.
 
 # %% tags=["solution", "hide-input"]
 def price_step(p, a, x, d, eta):

@@ -15,38 +15,43 @@
 # %% [markdown]
 # # One-class deepfake audio with boundary probes: theory
 #
-# > **Sources.** The full paper text was not available. The method is reconstructed from the official
-# > code (github.com/120L020310/CA-SOADD) and a detailed third-party summary; the paper's numbers come
-# > from that summary and are unverified. Where the two disagree we follow the summary: the boundary
-# > term is the hinge $\max(0, m - s(z,c) + s(z^-,c))$ with $m = 1$, the layer-mix temperature is 1 and
-# > the benign noise 0.05 RMS. The official code's total loss is split over lines without
-# > parentheses, so as written only $\lambda_1 \mathcal L_{cpt}$ reaches the optimiser; we implement
-# > the full sum. The synthesiser, the attacks, the frozen front-end, the probe pool (the PNCR and
-# > VocHF codec probes are left out), the learning rate 1e-3 and all sizes are ours ("proposed" in
-# > the digest); the epoch count is not stated in the paper.
-#
 # **Learning goals.** After this notebook you can
 #
 # 1. state the strict one-class protocol and the three centroid-anchored objectives;
-# 2. explain cosine collapse and why online standardisation with bona fide statistics undoes it;
-# 3. say why a hinge on the test-time score goes silent where BCE on probes keeps pushing;
+# 2. explain cosine collapse and why online standardisation with bona fide (real, not faked)
+#    statistics undoes it;
+# 3. say why a hinge on the test-time score goes silent where BCE (binary cross-entropy, i.e.
+#    classifying the probes as a second class) keeps pushing;
 # 4. calibrate a threshold from bona fide data alone, and read its sampling error.
+#
+# **Sources.** Zhao, Zhang, Hua, Zhang, Liao and Jiang, "Learning Tight Rejection Boundaries without
+# Negatives for Strict One-Class Audio Deepfake Detection", ICML 2026 (no arXiv version found). The
+# full text could not be read: the method is rebuilt from the official code
+# ([CA-SOADD](https://github.com/120L020310/CA-SOADD)) and a detailed third-party summary of the
+# paper, which is also where the paper's numbers come from (unverified). Where the two disagree we
+# follow the summary, and we implement the loss the code means, not the loss its lines compute
+# (details at the end of this notebook). CA-SOADD stands for centroid-anchored boundary shaping for
+# strict one-class audio deepfake detection, the title of the official code.
 #
 # ## The problem
 #
 # A detector $f_\theta$ maps a waveform $x$ to $z = f_\theta(x) \in \mathbb R^D$ and scores it by the
 # cosine to a bona fide centroid $c$, $s(z, c) = z^\top c / (\|z\|\|c\|)$; the clip is accepted when
-# $s \ge \tau$. In the *strict* protocol no spoof touches training, model selection or the choice of
-# $\tau$. Compactness alone, $\mathcal L_{cpt} = 1 - \frac1B\sum_i s(z_i, c)$, pulls everything
-# towards $c$ and gives no reason to push anything away. CA-SOADD adds *off-manifold probes*
-# $x^- = A(x)$, copies of real speech whose structure is destroyed (segments shuffled, phases
-# scrambled, a spectral block removed, resampled), and a margin on the same score used at test time:
+# $s \ge \tau$. In the *strict* protocol no spoof (a faked clip) touches training, model selection or
+# the choice of $\tau$. Compactness alone, $\mathcal L_{cpt} = 1 - \frac1B\sum_i s(z_i, c)$, pulls
+# everything towards $c$ and gives no reason to push anything away. CA-SOADD adds *off-manifold
+# probes* $x^- = A(x)$, copies of real speech whose structure is destroyed (segments shuffled, phases
+# scrambled, a spectral block removed, resampled), and a margin on the same score used at test time,
+# the centroid-anchored boundary-shaping ("cabs") term:
 #
 # $$\mathcal L_{cabs} = \frac1B \sum_i \max\big(0,\; m - s(z_i, c) + s(z_i^-, c)\big),$$
 #
 # beside a benign-view invariance $\mathcal L_{binv} = 1 - \frac1B\sum_i \cos(z_i, \mathrm{sg}(\tilde z_i))$
 # and the total $\mathcal L = 5\mathcal L_{cpt} + \mathcal L_{binv} + \mathcal L_{cabs} + 0.01\,\mathcal L_{ent}$.
-# The probes never get a label: they only meet the score.
+# Here $\tilde z_i$ embeds a benign view of clip $i$ (louder or softer, a little noise, a short gap),
+# $\mathrm{sg}$ is a stop-gradient (no gradient flows through the view), and $\mathcal L_{ent}$ is an
+# entropy term on the encoder's layer weights (implementation notebook). The probes never get a
+# label: they only meet the score.
 
 # %%
 # Colab set-up: installs the book's package, replib, from its repository (branch main).
@@ -86,9 +91,9 @@ n_points = {"smoke": 500, "book": 2000, "paper": 5000}[profile]
 # ## Cosine collapse
 #
 # If embeddings sit far from the origin, $z = \mu + \epsilon$ with $\|\mu\| \gg \|\epsilon\|$, then
-# $s(z, c) \approx 1 - \|\epsilon_\perp\|^2 / (2\|\mu\|^2)$ for every $z$, real or not: the score loses
-# its angular range. Subtracting the bona fide mean and dividing by the bona fide std (online
-# standardisation, OS) moves the cloud back to the origin and restores the spread.
+# $s(z, c) \approx 1 - \|\epsilon_\perp\|^2 / (2\|\mu\|^2)$ for every $z$, real or not: the score
+# loses its angular range. Subtracting the bona fide mean and dividing by the bona fide standard
+# deviation (online standardisation, OS) moves the cloud back to the origin and restores the spread.
 
 # %%
 rng = np.random.default_rng(0)
@@ -138,10 +143,10 @@ assert hinge[s_probe < -0.1 - 1e-9].max() == 0 and hinge[s_probe > -0.1 + 1e-9].
 # ## Calibrating from bona fide data only
 #
 # The deployment threshold $\tau_\alpha$ is the $\alpha$-quantile of the scores of $n$ bona fide dev
-# clips. Its false rejection rate on new bona fide clips is then about $\alpha$, with a sampling
-# standard deviation of about $\sqrt{\alpha(1-\alpha)/n}$ (the quantile's coverage is
-# Beta-distributed). With $n = 150$ and $\alpha = 0.05$ that is about 0.018, so an observed rate in
-# $[0.02, 0.10]$ is what a working calibration should give.
+# (development, held-out) clips. Its false rejection rate on new bona fide clips is then about
+# $\alpha$, with a sampling standard deviation of about $\sqrt{\alpha(1-\alpha)/n}$ (the quantile's
+# coverage is Beta-distributed). With $n = 150$ and $\alpha = 0.05$ that is about 0.018, so an
+# observed rate in $[0.02, 0.10]$ is what a working calibration should give.
 
 # %%
 n_dev, alpha = 150, 0.05
@@ -162,6 +167,19 @@ print(f"mean observed FNR {np.mean(coverage):.3f}, sd {np.std(coverage):.3f}; "
 #
 # 1. Derive the small-noise expansion $s(\mu + \epsilon, c) \approx 1 - \|\epsilon_\perp\|^2/(2\|\mu\|^2)$
 #    for $c \parallel \mu$, and from it the spread of the score for isotropic $\epsilon$.
-# 2. The [C] code uses the cap $\max(0, s(z^-, c) + 0.1)$ instead of the hinge. When do the two give
-#    the same gradient, and what does the cap ignore?
+# 2. The official code uses the cap $\max(0, s(z^-, c) + 0.1)$ instead of the hinge. When do the two
+#    give the same gradient, and what does the cap ignore?
 # 3. How many bona fide dev clips are needed for a 95 % band of $\pm 0.01$ around $\alpha = 0.01$?
+#
+# ## Sources in detail
+#
+# The full paper text could not be read. The method is rebuilt from the official code and a detailed
+# third-party summary of the paper; the paper's numbers come from that summary and are unverified.
+# Where the two disagree we follow the summary: the boundary term is the hinge
+# $\max(0, m - s(z,c) + s(z^-,c))$ with $m = 1$ (the code caps the probe score instead), the
+# layer-mix temperature is 1 and the benign noise 0.05 of the clip's RMS (root-mean-square) level.
+# The official code's total loss is split over lines without parentheses, so as written only
+# $\lambda_1 \mathcal L_{cpt}$ reaches the optimiser; we implement the full sum. The synthesiser, the
+# attacks, the frozen front-end, the probe pool (the codec and vocoder imitations PNCR and VocHF are
+# left out), the learning rate 1e-3 and all sizes are our choices; the epoch count is not stated in
+# what we could read of the paper.

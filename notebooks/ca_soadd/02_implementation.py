@@ -17,12 +17,14 @@
 #
 # **Learning goals.** After this notebook you can
 #
-# 1. build the toy world: bona fide clips, attacks, probes, benign views and the frozen front-end;
+# 1. build the toy world: bona fide (real) clips, attacks, probes, benign views and the frozen
+#    front-end;
 # 2. read each piece of CA-SOADD beside the equation it implements, and test it on tiny inputs;
 # 3. train the strict one-class detector and score clips, and calibrate its threshold.
 #
-# Equation labels (M1, M2, M3, M6) follow the digest's method section; the paper's own numbering
-# was not available.
+# The section labels M1, M2, M3 and M6 are the book's names for the steps of the method (M1 the
+# encoder, M2 the centroid, M3 the objectives, M6 scoring and calibration); the paper's own equation
+# numbers could not be read.
 
 # %%
 # Colab set-up: installs the book's package, replib, from its repository (branch main).
@@ -67,12 +69,14 @@ steps = {"smoke": 8, "book": 40, "paper": 100}[profile]
 # ## The toy world
 #
 # Bona fide clips come from a source-filter synthesiser: a glottal pulse train with per-cycle jitter
-# and shimmer, breath noise, three formant resonators updated every 10 ms, an F0 contour with
-# declination and accents. The attacks resynthesise such speech: A1 Griffin-Lim phase
-# reconstruction, A2 an LPC vocoder with a strictly periodic source, A3 an oversmoothed re-rendering
-# (no jitter, shimmer or breath; tracks smoothed over 150 ms), and A4 splicing of 60-120 ms chunks,
-# which resembles the Perm probe and is reported apart. Every clip gets the same level and noise
-# floor. The corpus is a `datasets.Dataset`:
+# and shimmer (small random changes of each cycle's length and loudness), breath noise, three formant
+# resonators updated every 10 ms, an F0 (pitch) contour with declination and accents. The attacks
+# resynthesise such speech: A1 Griffin-Lim phase reconstruction (a waveform rebuilt from its
+# spectrogram magnitudes alone), A2 an LPC (linear predictive coding) vocoder with a strictly periodic
+# source, A3 an oversmoothed re-rendering (no jitter, shimmer or breath; tracks smoothed over 150 ms),
+# and A4 splicing of 60-120 ms chunks, which resembles the Perm probe (a clip cut into segments and
+# shuffled) and is reported apart. Every clip gets the same level and noise floor. The corpus is a
+# `datasets.Dataset`:
 
 # %%
 corpus = experiment.load_corpus(SimpleNamespace(data_seed=0, n_train=n_clips, n_dev=4, n_test=4))
@@ -93,9 +97,11 @@ plt.show()
 #
 # ## Probes and the benign view
 #
-# One operator per batch is drawn from the pool; the IDInv operator (low-pass, 28-40 dB noise or a
-# soft clip) is milder than the benign view, which is why the chapter tests the pool with and
-# without it.
+# A probe is a copy of a real clip whose structure is destroyed (segments shuffled, phases scrambled,
+# a spectral block zeroed, resampled); the benign view is a harmless change (louder or softer, a
+# little noise, a short gap) that should keep the clip's score. One operator per batch is drawn from
+# the pool; the IDInv operator (low-pass, 28-40 dB noise or a soft clip) is milder than the benign
+# view, which is why the chapter tests the pool with and without it.
 
 # %%
 core.show_source(task.probe)
@@ -115,9 +121,11 @@ assert view.shape == x.shape and np.all(np.sum(view == 0, axis=1) >= len(x[0]) /
 # %% [markdown]
 # ## The front-end (stand-in for the SSL layers)
 #
-# Four frozen "layers" per frame: log-mel, its time difference, LFCC and an instantaneous-frequency
-# deviation per mel band (a phase cue); each standardised with bona fide training statistics and
-# mapped by a frozen random matrix and $\tanh$ to $d = 24$.
+# The paper's encoder is XLS-R, a large speech model pretrained by self-supervised learning (SSL); we
+# replace its layers by four frozen "layers" per frame: log-mel (log energies in frequency bands
+# spaced like human pitch perception), its time difference, LFCC (linear-frequency cepstral
+# coefficients) and an instantaneous-frequency deviation per mel band (a phase cue); each standardised
+# with bona fide training statistics and mapped by a frozen random matrix and $\tanh$ to $d = 24$.
 
 # %%
 fe = task.FrontEnd(d=24).fit(waves[labels == "bona_fide"])
@@ -141,6 +149,9 @@ assert abs(float(method.entropy_regulariser(a)) + np.log(3)) < 1e-6  # -H(unifor
 
 # %% [markdown]
 # ## M1: online standardisation (Welford over bona fide embeddings)
+#
+# Online standardisation (OS) subtracts the running mean of the bona fide embeddings and divides by
+# their running standard deviation, both accumulated with Welford's one-pass algorithm.
 
 # %%
 core.show_source(method.OnlineStandardiser)
@@ -223,6 +234,9 @@ print({lab: round(float(scores[labels == lab].mean()), 3) for lab in ("bona_fide
 
 # %% [markdown]
 # ## M6: EER and the bona fide-only threshold
+#
+# The EER, equal error rate, is the error rate at the threshold where the share of spoofs accepted
+# equals the share of bona fide clips rejected (0 is perfect, 0.5 is chance).
 
 # %%
 core.show_source(method.eer)
@@ -250,8 +264,9 @@ def boundary_hinge(z, z_probe, c, m):
 exercises.check_boundary_hinge(boundary_hinge)
 
 # %% [markdown]
-# **Exercise 2.** Write `threshold(dev_scores, alpha)`: the deployment threshold that rejects a
-# fraction `alpha` of bona fide dev clips (no spoof may be used).
+# **Exercise 2.** Write `threshold(dev_scores, alpha)`: given the scores of bona fide dev clips (a
+# NumPy array), the deployment threshold that rejects a fraction `alpha` of them (no spoof may be
+# used).
 
 # %% tags=["solution", "hide-input"]
 def threshold(dev_scores, alpha):

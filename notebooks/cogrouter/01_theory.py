@@ -15,22 +15,23 @@
 # %% [markdown]
 # # Step-level thinking depth for agents: theory
 #
-# > **Sources.** "Think Fast and Slow: Step-Level Cognitive Depth Adaptation for LLM Agents", ICML
-# > 2026 ([arXiv 2602.12662](https://arxiv.org/abs/2602.12662)), with official code
-# > ([rhyang2021/CogRouter](https://github.com/rhyang2021/CogRouter)). **Only the abstract and the
-# > opening of the introduction could be read**; the paper's equations were not available. The
-# > algorithm below (CoPO's steps 1-9) follows the official code as the book's digest summarises it,
-# > and the names of the steps are the digest's. How the paper built its CoSFT data is not stated in
-# > what we could read. The analysis in this notebook (weight bounds, the fixed point of the level
-# > update, the comparison with GRPO's credit) is ours.
-#
 # **Learning goals.** After this notebook you can
 #
 # 1. describe the four cognitive levels and how an agent answers with a level, a thought and an action;
-# 2. compute CoPO's level weights from action confidences, and their bounds;
+# 2. compute CoPO's level weights from action confidences, and their bounds (CoPO, cognition-aware
+#    policy optimisation, is the paper's reinforcement-learning stage);
 # 3. derive where CoPO's expected update from successful steps drives the level distribution at one
 #    state, and why that target is never sharper than $e^k / (e^k + 3)$ at temperature 1;
-# 4. contrast CoPO's step-level credit with GRPO's trajectory-level credit.
+# 4. contrast CoPO's step-level credit with GRPO's trajectory-level credit (GRPO, group relative
+#    policy optimisation, gives every step of an episode the episode's return, normalised within a
+#    group of episodes of the same task).
+#
+# **Sources.** "Think Fast and Slow: Step-Level Cognitive Depth Adaptation for LLM Agents", ICML 2026
+# ([arXiv 2602.12662](https://arxiv.org/abs/2602.12662)), with official code
+# ([rhyang2021/CogRouter](https://github.com/rhyang2021/CogRouter)); an LLM agent is a large language
+# model that acts in an environment step by step. Only the abstract and the opening of the
+# introduction could be read, so the paper's equations were not available; the algorithm follows the
+# official code, which decided every step of CoPO (details at the end of this notebook).
 
 # %%
 # Colab set-up: installs the book's package, replib, from its repository (branch main).
@@ -73,13 +74,14 @@ profile = core.resolve_profile(profile)  # checked only: this notebook runs the 
 # response*, a fixed sentence and no analysis; level 2, *situational awareness* (state, available
 # actions, reasoning); level 3, *experience integration* (adds the goal and a reflection on recent
 # steps); level 4, *strategic planning* (adds an evaluation of every candidate action). Training has
-# two stages: **CoSFT**, supervised fine-tuning on responses in this format, then **CoPO**,
-# reinforcement learning whose credit depends on the level.
+# two stages: **CoSFT**, supervised fine-tuning (SFT, imitating labelled responses) on responses in
+# this format, then **CoPO**, reinforcement learning whose credit depends on the level.
 #
 # ## CoPO's weights
 #
-# CoPO starts from GRPO's trajectory advantage $A_\tau$ (the episode's return, normalised within a
-# group of episodes of the same task). For each step of a *successful* episode in a group with mixed
+# CoPO starts from GRPO's trajectory advantage $A_\tau$ (the advantage is how much better than
+# expected an outcome was: here the episode's return, normalised within a group of episodes of the
+# same task). For each step of a *successful* episode in a group with mixed
 # outcomes it builds four variants of the step, one per level, each with that level's thought and the
 # *same* action $a$, and measures how confident each level makes the action:
 #
@@ -129,9 +131,9 @@ plt.show()
 # With $k = 2$ that target gives the most confident level at most $e^2 / (e^2 + 3) \approx 0.71$ at
 # temperature 1; decoding at temperature 0.4, as the paper evaluates, sharpens it. (Failed episodes
 # are not expanded: their GRPO term pushes away from the levels that failed, so at states where
-# failures happen, such as hard steps, the level choice can end up sharper than the target.) Iterating the expected update for two
-# confidence profiles, a plan-like step (level 4 clearly best) and a routine-like step (all levels
-# nearly equal, with noise):
+# failures happen, such as hard steps, the level choice can end up sharper than the target.) Iterating
+# the expected update for two confidence profiles, a plan-like step (level 4 clearly best) and a
+# routine-like step (all levels nearly equal, with noise):
 
 # %%
 profiles = {"plan-like": ([0.25, 0.25, 0.30, 0.95], 0.0), "routine-like": ([0.95, 0.93, 0.93, 0.92], 0.03)}
@@ -211,3 +213,13 @@ credit.pivot_table(index=["method", "step"], columns="level", values="grad").rou
 #    $\hat c = 0$?
 # 3. In the credit example, what happens to CoPO's update at a routine step if the advantage is
 #    negative? Why does CoPO expand only successful episodes?
+#
+# ## Sources in detail
+#
+# Only the abstract and the opening of the introduction of the paper could be read; its equations
+# were not available. The algorithm (CoPO's steps 1-9, numbered by us after what the official code
+# does: rollouts, the trajectory advantage, the choice of steps to expand, the level variants, the
+# action confidences, the min-max normalisation, the weights, the reweighted batch and the clipped
+# update) follows the official code. How the paper built its CoSFT data is not stated in what we
+# could read, and its data file is not in the public code. The analysis in this notebook (weight
+# bounds, the fixed point of the level update, the comparison with GRPO's credit) is ours.

@@ -15,22 +15,24 @@
 # %% [markdown]
 # # Step-level thinking depth for agents: implementation
 #
-# This notebook builds the toy agent and CoPO from `replib.papers.cogrouter` (DepthWorld and the
-# agent in its `task` module, CoPO in its `method` module), which uses the shared MLP of
-# `replib.models.mlp` and the shared clipped surrogate and KL estimator of `replib.rl`. Each piece
-# sits next to the step of the algorithm it implements (steps 1-9 as the official code does them)
-# and is checked on small inputs.
+# This notebook builds the toy agent and CoPO (cognition-aware policy optimisation, the paper's
+# reinforcement-learning stage) from `replib.papers.cogrouter` (DepthWorld and the agent in its `task`
+# module, CoPO in its `method` module), which uses the shared MLP (multilayer perceptron, a small
+# fully connected network) of `replib.models.mlp` and the shared clipped surrogate and KL estimator of
+# `replib.rl` (both defined in section 4). Each piece sits next to the step of the algorithm it
+# implements (steps 1-9 as the official code does them) and is checked on small inputs.
 #
 # **Learning goals.** After this notebook you can
 #
 # 1. describe DepthWorld, a task whose steps need different amounts of "thinking";
 # 2. build an agent that picks a level and then an action, and score its responses;
-# 3. implement CoSFT and every step of a CoPO iteration: rollouts, the pooled trajectory advantage,
-#    the expansion of successful steps, action confidences, weights and the update.
+# 3. implement CoSFT (supervised fine-tuning on level-labelled responses) and every step of a CoPO
+#    iteration: rollouts, the pooled trajectory advantage, the expansion of successful steps, action
+#    confidences, weights and the update.
 #
-# **The toy's limit.** An LLM writes its thoughts; here a "thought" at level $l$ is a fixed set of
-# noisy feature modules. The toy therefore tests CoPO's credit-assignment rule, not whether a model
-# can learn to reason at a chosen depth.
+# **The toy's limit.** An LLM (large language model) writes its thoughts; here a "thought" at level
+# $l$ is a fixed set of noisy feature modules. The toy therefore tests CoPO's credit-assignment rule,
+# not whether a model can learn to reason at a chosen depth.
 
 # %%
 # Colab set-up: installs the book's package, replib, from its repository (branch main).
@@ -135,9 +137,10 @@ roll = task.rollout(policy, task.repeat_tasks(task.sample_tasks(cfg.batch_tasks,
 print(f"{len(roll['episode'])} step-samples from {len(roll['returns'])} episodes; success {roll['returns'].mean():.2f}")
 
 # %% [markdown]
-# **Step 2, the trajectory advantage.** As in the official code, every step of episode $\tau$
-# carries the episode's return, and the mean and (unbiased) standard deviation are taken over all
-# the step-samples of the group, so long episodes weigh more:
+# **Step 2, the trajectory advantage.** The advantage says how much better than expected an outcome
+# was. As in the official code and in GRPO (group relative policy optimisation), every step of episode
+# $\tau$ carries the episode's return, and the mean and (unbiased) standard deviation are taken over
+# all the step-samples of the group, so long episodes weigh more:
 # $A_\tau = (R_\tau - \mu_g)/(\sigma_g + 10^{-6})$, and $A = 0$ if the group's returns are all equal.
 
 # %%
@@ -162,11 +165,12 @@ print(mask)
 # %% [markdown]
 # **Steps 4-7, confidences and weights.** For an expanded step, the four variants keep the state and
 # the action and take each level's thought: the original thought for the level that was chosen, and
-# fresh thoughts for the other three (drawn during the rollout but never used for acting). Here lies
-# a real difference from the paper, where the policy writes the other levels' thoughts *conditioned on
-# the chosen action*, a rationalisation; our feature modules cannot see the action. $c_l = \pi(a \mid s, z_l, l)$ (the geometric mean over the
-# action's tokens, here a single token), min-max normalised within the four, and
-# $w_l = e^{k \hat c_l} / \frac14 \sum_{l'} e^{k \hat c_{l'}}$ with $k = 2$.
+# fresh thoughts for the other three (drawn during the rollout but never used for acting). Here lies a
+# real difference from the paper, where the policy writes the other levels' thoughts *conditioned on
+# the chosen action*, a rationalisation; our feature modules cannot see the action.
+# $c_l = \pi(a \mid s, z_l, l)$ (the geometric mean over the action's tokens, here a single token),
+# min-max normalised within the four, and $w_l = e^{k \hat c_l} / \frac14 \sum_{l'} e^{k \hat c_{l'}}$
+# with $k = 2$.
 
 # %%
 core.show_source(method.copo_weights)
@@ -183,8 +187,12 @@ if idx.size:
 # %% [markdown]
 # **Steps 8-9, the batch and the update.** Each expanded step becomes four samples with advantages
 # $w_l A_\tau$; the others keep $A_\tau$. One update minimises the clipped surrogate
-# (`replib.rl.clipped_surrogate`, ratio 1 on fresh samples) plus $\beta = 0.1$ times the k3 estimate
-# of the KL divergence to the frozen CoSFT policy (`replib.rl.kl_k3`), minus a small entropy bonus.
+# (`replib.rl.clipped_surrogate`: the policy-gradient objective of PPO, proximal policy optimisation,
+# whose probability ratio to the sampling policy is clipped to $[0.8, 1.2]$; the ratio is 1 on fresh
+# samples) plus $\beta = 0.1$ times the k3 estimate (a low-variance sample estimate) of the KL
+# divergence, the Kullback-Leibler divergence that measures how far the policy has moved from the
+# frozen CoSFT policy (`replib.rl.kl_k3`), minus a small entropy bonus that keeps the policy from
+# becoming too sure.
 
 # %%
 batch = method.build_batch(policy, roll, cfg.group_size, expand=True)
@@ -222,7 +230,8 @@ exercises.check_copo_weights(copo_weights)
 
 # %% [markdown]
 # **Exercise 2.** Write `level_fixed_point(w)`: the level distribution at which the expected CoPO
-# update $A\,(w - (\sum_l w_l)\,\pi)$ vanishes.
+# update $A\,(w - (\sum_l w_l)\,\pi)$ vanishes. The grader passes NumPy arrays: one vector of four
+# positive weights, or an `(n, 4)` array of them (one distribution per row).
 
 # %% tags=["solution", "hide-input"]
 def level_fixed_point(w):

@@ -15,26 +15,26 @@
 # %% [markdown]
 # # Client weighting in offline federated RL: theory
 #
-# > **Sources.** Only the abstracts of the paper (ICML 2026 poster page; an earlier, withdrawn ICLR
-# > 2026 submission) and its one-line summary could be read: no full text, no official code. The
-# > host method the paper plugs into, FEDORA (NeurIPS 2024), is taken from its official code
-# > (github.com/DesikRengarajan/FEDORA): TD3+BC clients, softmax weights on Q-values, the
-# > $\max(Q', Q_g)$ critic target, the proximity terms and the decay. The paper's own pieces are
-# > **proposed** by this chapter, because their formulas are not stated in the readable text: the
-# > policy inconsistency as the mean squared gap between the learned action and the data's action,
-# > the scaling factor $c = \overline{PI} / \overline{|J|}$, the score $S_k = c J_k - PI_k$ with
-# > softmax weights at temperature $\mathrm{std}_k S_k$, and the adaptive pull ($\alpha_0$ times 0.1
-# > when a client's own score beats the global model's; clients keep their own weights, which the
-# > paper does not state either). The Pendulum task, the clients and the budgets are ours.
-#
 # **Learning goals.** After this notebook you can
 #
-# 1. state the offline federated RL problem and how FEDORA aggregates its clients;
+# 1. state the offline federated RL problem (reinforcement learning from fixed data sets held by
+#    separate clients that never share them) and how FEDORA, the host method, aggregates its
+#    clients;
 # 2. write the paper's two-criterion client score (expected return and policy inconsistency) and
-#    say why the Q-value needs a scaling factor before the two can be added;
+#    say why the Q-value (a learned critic's estimate of the return) needs a scaling factor before
+#    the two can be added;
 # 3. explain, on a one-step example, why a high Q-value is not to be trusted where the policy has
 #    left its data;
 # 4. compute what a proximity term does to a client's local optimum, and what shrinking it buys.
+#
+# **Sources.** "Expected Returns and Policy Inconsistency-Aware Offline Federated Deep Reinforcement
+# Learning", ICML 2026 (poster 63115; no arXiv version). Only its abstracts (the ICML page and an
+# earlier, withdrawn ICLR 2026 submission) and its one-line summary could be read, and no official
+# code was found. The host method it plugs into, FEDORA (federated ensemble-directed offline RL,
+# NeurIPS 2024), follows FEDORA's official code
+# ([DesikRengarajan/FEDORA](https://github.com/DesikRengarajan/FEDORA)); the paper's own formulas are
+# not in the readable text, so the forms used here are our proposals (details at the end of this
+# notebook).
 
 # %%
 # Colab set-up: installs the book's package, replib, from its repository (branch main).
@@ -81,17 +81,22 @@ n_datasets = {"smoke": 40, "book": 200, "paper": 1000}[profile]
 # locally; a server combines the clients' network parameters into a global model and sends it
 # back. The question is **how much each client should count**.
 #
-# **FEDORA, the host.** Every client runs TD3+BC: twin critics trained toward
-# $y = r + \gamma \max\{\min_i Q'_{k,i}(s', \tilde a), \min_i Q_{g,i}(s', \tilde a)\}$ (the better
-# of its own target critics and the global critic), and an actor that minimises
+# **FEDORA, the host.** Every client runs TD3+BC, an offline actor-critic method: the actor (the
+# policy $\pi_k$) is trained to raise the critic's Q-value (the critic's estimate of the return from
+# taking an action in a state) while staying close to the data's actions (the BC, behaviour-cloning,
+# term); TD3 (twin delayed deep deterministic policy gradient) keeps two critics and uses the smaller
+# of their estimates. The twin critics are trained toward
+# $y = r + \gamma \max\{\min_i Q'_{k,i}(s', \tilde a), \min_i Q_{g,i}(s', \tilde a)\}$ (the better of
+# its own target critics and the global critic), and an actor that minimises
 #
 # $$\mathcal L_\pi = -\lambda\,\delta_k\,\overline{Q_{k,1}(s, \pi_k(s))} + \delta_k\,\overline{\|\pi_k(s) - a\|^2}
 #   + \alpha_0\,\overline{\|\pi_k(s) - \pi_g(s)\|^2} + \alpha_2\,\overline{\|\pi_k(s) - \pi^{prev}_k(s)\|^2},
 #   \qquad \lambda = 2.5 / \overline{|Q_{k,1}|}.$$
 #
-# After local training the client reports $J_k = \overline{Q_{k,1}(s, \pi_k(s))}$ over its data,
-# and the server weighs it by $w_k = \exp(\beta J_k) / \sum_j \exp(\beta J_j)$ with $\beta = 0.1$;
-# $\theta_g = \sum_k w_k \theta_k$, and the clients' networks are overwritten by the global ones.
+# After local training the client reports $J_k = \overline{Q_{k,1}(s, \pi_k(s))}$ over its data, and
+# the server weighs it by the softmax $w_k = \exp(\beta J_k) / \sum_j \exp(\beta J_j)$ with
+# $\beta = 0.1$; $\theta_g = \sum_k w_k \theta_k$, and the clients' networks are overwritten by the
+# global ones.
 #
 # ## The paper's idea (formulas proposed)
 #
@@ -220,3 +225,17 @@ plt.show()
 #    all Q-values are multiplied by 10, and why is the scale-free temperature preferable?
 # 3. In the bandit, change the data's spread from 0.3 to 0.8. Does the over-estimate at a given
 #    inconsistency shrink? Relate the answer to client data sets of different coverage.
+#
+# ## Sources in detail
+#
+# Only the abstracts of the paper (the ICML 2026 poster page and an earlier, withdrawn ICLR 2026
+# submission) and its one-line summary could be read: no full text, no official code. The host
+# method the paper plugs into, FEDORA (NeurIPS 2024), is taken from its official code: TD3+BC
+# clients, softmax weights on Q-values, the $\max(Q', Q_g)$ critic target, the proximity terms and
+# the decay. The paper's own pieces are **proposed** by this chapter, because their formulas are not
+# stated in the readable text: the policy inconsistency as the mean squared gap between the learned
+# action and the data's action, the scaling factor $c = \overline{PI} / \overline{|J|}$, the score
+# $S_k = c J_k - PI_k$ with softmax weights at temperature $\mathrm{std}_k S_k$, and the adaptive
+# pull ($\alpha_0$ times 0.1 when a client's own score beats the global model's; clients keep their
+# own weights, which the paper does not state either). The Pendulum task, the clients and the
+# budgets are our choices.

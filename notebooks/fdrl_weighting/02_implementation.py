@@ -18,12 +18,17 @@
 # This notebook builds the toy and the method from `replib.papers.fdrl_weighting`: Pendulum and the
 # client data sets in its `task` module, FEDORA's clients and server and the paper's plug-in in its
 # `method` module. Each piece is shown next to the equation it implements and checked on tiny
-# inputs. Pieces marked *proposed* are the chapter's reading of the abstract (see the theory
-# notebook's sources box).
+# inputs. Pieces marked *proposed* are the chapter's reading of the abstract (see the Sources
+# paragraphs of the theory notebook). FEDORA (federated ensemble-directed offline RL, reinforcement
+# learning from fixed data) is the host method the paper plugs into; its clients run TD3+BC, an
+# offline actor-critic learner whose actor raises the critic's Q-value (its estimate of the return of
+# an action) while a behaviour-cloning (BC) term keeps it near the data's actions, with TD3's twin
+# critics.
 #
 # **Learning goals.** After this notebook you can
 #
-# 1. generate offline Pendulum data sets of mixed quality for federated clients;
+# 1. generate offline Pendulum data sets of mixed quality for federated clients (clients that train
+#    on their own data, which never leaves them, and share only model parameters with a server);
 # 2. implement a batched ensemble that trains every client of several federations in one step;
 # 3. implement FEDORA's critic target and actor loss, and the server's three weighting rules;
 # 4. implement the policy inconsistency, the scaling factor, the combined score and the adaptive
@@ -81,12 +86,12 @@ assert np.isclose(reward[0], -(0.25 + 0.1 + 0.004))  # the torque is clipped to 
 assert np.isclose(theta_dot[0], 1 + (15 * np.sin(0.5) + 6) * 0.05)
 
 # %% [markdown]
-# The clients' behaviour policies: an **expert** (energy-pumping swing-up, PD balance at the top,
-# plus $\mathcal N(0, 0.3^2)$ noise), a **medium** policy (each step, half the time the expert with
-# $\mathcal N(0, 1)$ noise, half the time a uniform action) and **random** uniform actions. The
-# federation has one expert client (25 episodes, 5000 transitions), one small medium client (2
-# episodes) and two random clients (25 episodes each). The data sets take a fraction of a second
-# to generate, so they stay plain arrays (no cached data set).
+# The clients' behaviour policies: an **expert** (energy-pumping swing-up, PD
+# (proportional-derivative) balance at the top, plus $\mathcal N(0, 0.3^2)$ noise), a **medium**
+# policy (each step, half the time the expert with $\mathcal N(0, 1)$ noise, half the time a uniform
+# action) and **random** uniform actions. The federation has one expert client (25 episodes, 5000
+# transitions), one small medium client (2 episodes) and two random clients (25 episodes each). The
+# data sets take a fraction of a second to generate, so they stay plain arrays (no cached data set).
 
 # %%
 datasets = task.client_datasets(0, "mixed", episode_scale)
@@ -169,10 +174,11 @@ assert torch.allclose(method.decay_delta(torch.ones(2), torch.tensor([-1.0, -5.0
 # %% [markdown]
 # ## The server: three weighting rules
 #
-# FedAvg $w_k = 1/K$; FEDORA $w_k = \mathrm{softmax}_k(\beta J_k)$, $\beta = 0.1$, with
-# $J_k = \overline{Q_{k,1}(s, \pi_k(s))}$ over the client's data; and the paper's combined weights
-# (proposed form) $w_k = \mathrm{softmax}_k(S_k / \mathrm{std}_k S_k)$, $S_k = c J_k - PI_k$,
-# $c = \mathrm{mean}_k PI_k / \mathrm{mean}_k |J_k|$, $PI_k = \overline{\|\pi_k(s) - a\|^2} / |A|$.
+# FedAvg (federated averaging) $w_k = 1/K$; FEDORA $w_k = \mathrm{softmax}_k(\beta J_k)$,
+# $\beta = 0.1$, with $J_k = \overline{Q_{k,1}(s, \pi_k(s))}$ over the client's data; and the paper's
+# combined weights (proposed form) $w_k = \mathrm{softmax}_k(S_k / \mathrm{std}_k S_k)$,
+# $S_k = c J_k - PI_k$, $c = \mathrm{mean}_k PI_k / \mathrm{mean}_k |J_k|$,
+# $PI_k = \overline{\|\pi_k(s) - a\|^2} / |A|$.
 
 # %%
 core.show_source(method.value_score)
@@ -258,7 +264,7 @@ pd.DataFrame({"kind": kinds * 2, "run": ["fedora"] * 4 + ["combined_adaptive"] *
 # ## Exercises
 #
 # **Exercise 1.** Write `policy_inconsistency(pi, action)` for one client's policy actions and data
-# actions, arrays of shape (N, |A|) (or (K, N, |A|) for K clients): the mean squared gap per
+# actions, NumPy arrays of shape (N, |A|) (or (K, N, |A|) for K clients): the mean squared gap per
 # transition and action dimension.
 
 # %% tags=["solution", "hide-input"]
@@ -271,8 +277,8 @@ def policy_inconsistency(pi, action):
 exercises.check_policy_inconsistency(policy_inconsistency)
 
 # %% [markdown]
-# **Exercise 2.** Write `combined_weights(j, pi_inc)` for 1-D arrays of K clients' Q-value scores and
-# inconsistencies: the scaling factor, the score, and the softmax at temperature
+# **Exercise 2.** Write `combined_weights(j, pi_inc)` for 1-D NumPy arrays of K clients' Q-value
+# scores and inconsistencies: the scaling factor, the score, and the softmax at temperature
 # $\mathrm{std}_k S_k$ (population standard deviation).
 
 # %% tags=["solution", "hide-input"]

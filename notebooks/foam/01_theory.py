@@ -15,25 +15,23 @@
 # %% [markdown]
 # # Adaptive damping for stale Shampoo: theory
 #
-# > **Sources.** Nam and Ahn, "FOAM: Frequency and Operator Error-Based Adaptive Damping Method for
-# > Reducing Staleness-Oriented Error for Shampoo", ICML 2026
-# > ([arXiv 2606.02365](https://arxiv.org/abs/2606.02365)). The abstract and introduction could be
-# > read; the theorems could not be read in full. The algorithm follows the official code
-# > ([REAL-KENTECH/FOAM](https://github.com/REAL-KENTECH/FOAM), a modified copy of Meta's Distributed
-# > Shampoo), cross-checked against two summaries of the paper. Our choices: the toy problem (a deep
-# > autoencoder on digits), the absolute damping scale $\epsilon_0 = 10^{-12}$ with the paper's ratio
-# > $\epsilon_{\max}/\epsilon_0 = 300$, and the learning-rate search. The numeric illustrations below
-# > are ours.
-#
 # **Learning goals.** After this notebook you can
 #
-# 1. write Shampoo's preconditioner as a Kronecker product of two small factors and compute its damped
-#    inverse roots by eigendecomposition;
+# 1. write Shampoo's preconditioner (Shampoo is an optimizer that rescales each weight matrix's
+#    gradient by curvature statistics of its rows and columns) as a Kronecker product of two small
+#    factors and compute its damped inverse roots by eigendecomposition;
 # 2. explain why reusing a stale inverse root with a tiny damping $\epsilon$ is numerically fragile:
 #    the inverse-root map's sensitivity grows like $\epsilon^{-(p+1)/p}$;
 # 3. compute FOAM's cheap proxy of the stale root's error and see how well it tracks the true error;
 # 4. predict how the damping controller's target $\tau$ and cap $\epsilon_{\max}$ set the refresh
 #    interval.
+#
+# **Sources.** Nam and Ahn, "FOAM: Frequency and Operator Error-Based Adaptive Damping Method for
+# Reducing Staleness-Oriented Error for Shampoo", ICML 2026
+# ([arXiv 2606.02365](https://arxiv.org/abs/2606.02365)). The abstract and introduction could be
+# read, the theorems not in full. The official code
+# ([REAL-KENTECH/FOAM](https://github.com/REAL-KENTECH/FOAM)) decided the algorithm; the toy problem,
+# the damping scale and the numeric illustrations are ours (details at the end of this notebook).
 
 # %%
 # Colab set-up: installs the book's package, replib, from its repository (branch main).
@@ -72,14 +70,16 @@ profile = core.resolve_profile(profile)
 # ## Shampoo in one equation
 #
 # For a weight matrix $W \in \mathbb R^{m \times n}$ with gradient $G_t$, Shampoo keeps two
-# exponential moving averages, $L_t = \beta_2 L_{t-1} + (1 - \beta_2) G_t G_t^\top$ ($m \times m$) and
-# $R_t = \beta_2 R_{t-1} + (1 - \beta_2) G_t^\top G_t$ ($n \times n$), bias-corrects them
-# ($\bar L_t = L_t / (1 - \beta_2^t)$) and steps along
+# exponential moving averages (EMAs), $L_t = \beta_2 L_{t-1} + (1 - \beta_2) G_t G_t^\top$
+# ($m \times m$) and $R_t = \beta_2 R_{t-1} + (1 - \beta_2) G_t^\top G_t$ ($n \times n$),
+# bias-corrects them ($\bar L_t = L_t / (1 - \beta_2^t)$) and steps along
 #
 # $$P_t = (\bar L_t + \epsilon I)^{-1/p}\, M_t\, (\bar R_t + \epsilon I)^{-1/p},$$
 #
 # with $M_t$ the gradient's momentum, $p = 2$ per factor here, and the step's size taken from Adam
-# ("grafting"). This is a full-matrix preconditioner in disguise: with row-major vectorisation,
+# ("grafting"). The damping $\epsilon$ is a small number: $\epsilon I$ is added so that the inverse
+# root exists even where a factor has zero eigenvalues. This is a full-matrix preconditioner in
+# disguise: with row-major vectorisation,
 # $\mathrm{vec}(L^{-1/p} G R^{-1/p}) = (L^{-1/p} \otimes R^{-1/p})\,\mathrm{vec}(G)$ and
 # $(L \otimes R)^{-1/p} = L^{-1/p} \otimes R^{-1/p}$, so an $mn \times mn$ preconditioner costs two
 # eigendecompositions of size $m$ and $n$.
@@ -95,10 +95,10 @@ print(f"largest errors: (L kron R)^(-1/p) {errors['kron_root']:.1e}, vec identit
 # The eigendecompositions are the expensive part, so practice recomputes the roots only every $f$
 # steps ("stale Shampoo") and reuses them in between, while the factors keep drifting. How much can a
 # small drift $A \to B$ of a factor move its damped inverse root? The map
-# $A \mapsto (A + \epsilon I)^{-1/p}$ has Lipschitz constant $\frac1p \epsilon^{-(p+1)/p}$ on positive
-# semi-definite matrices (the derivative of $x \mapsto (x + \epsilon)^{-1/p}$ at $x = 0$). It is
-# reached when the drift hits a direction where the factor is (nearly) zero, which is common: with
-# small batches the factors are low rank.
+# $A \mapsto (A + \epsilon I)^{-1/p}$ has Lipschitz constant (the largest ratio of output change to
+# input change) $\frac1p \epsilon^{-(p+1)/p}$ on positive semi-definite matrices (the derivative of
+# $x \mapsto (x + \epsilon)^{-1/p}$ at $x = 0$). It is reached when the drift hits a direction where
+# the factor is (nearly) zero, which is common: with small batches the factors are low rank.
 
 # %%
 epsilons = np.logspace(-8, 0, 17)
@@ -133,6 +133,7 @@ plt.show()
 # \alpha = \frac{\max_i (d_i + \epsilon)^{-1/p}}{\big(\sum_i (d_i + \epsilon)^{-2/p}\big)^{1/2}}, \qquad
 # h = \frac{\alpha\, \mathrm{RC}}{p}.$$
 #
+# ($\|\cdot\|_F$ is the Frobenius norm, the square root of the sum of squared entries.)
 # $\mathrm{RC}$ is the relative change of the factor, measured in the stale root's own metric
 # ($\|\hat L^{-1/2} (\bar L_t - \bar L) \hat L^{-1/2}\|_F$ with $\hat L = \bar L + \epsilon I$), and
 # $\alpha = \|\hat L^{-1/p}\|_2 / \|\hat L^{-1/p}\|_F$ converts it into a relative change of the root.
@@ -232,3 +233,13 @@ for h_const in (1.0, 1.5, 3.0):
 # 2. With `theory.refresh_interval`, plot the refresh interval against $h$ for $\tau \in \{0.5, 0.75, 1\}$.
 #    Which parameter would you tune to halve the number of eigendecompositions?
 # 3. Repeat Figure 1 with $p = 4$ (Meta's default exponent for matrices): how does the bound change?
+#
+# ## Sources in detail
+#
+# The abstract and the introduction of the paper could be read; the theorems could not be read in
+# full. The algorithm follows the official code (a modified copy of Meta's Distributed Shampoo),
+# cross-checked against two summaries of the paper. FOAM stands for frequency- and
+# operator-error-based adaptive damping. Our choices: the toy problem (a deep autoencoder on digits),
+# the absolute damping scale $\epsilon_0 = 10^{-12}$ with the paper's ratio
+# $\epsilon_{\max}/\epsilon_0 = 300$, and the learning-rate search. The numeric illustrations in this
+# notebook are ours.

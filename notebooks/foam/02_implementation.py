@@ -17,9 +17,12 @@
 #
 # **Learning goals.** After this notebook you can
 #
-# 1. read Shampoo and FOAM in `replib.papers.foam.method` piece by piece, beside the equation or step each
-#    piece implements: the factor statistics, their bias correction, the eigendecomposition, the damped
-#    inverse root, the preconditioned and grafted direction, FOAM's proxy and its damping controller;
+# 1. read Shampoo (an optimizer that preconditions each weight matrix's gradient with two small
+#    curvature factors) and FOAM (frequency- and operator-error-based adaptive damping, which decides
+#    when those factors' inverse roots are recomputed) in `replib.papers.foam.method` piece by piece,
+#    beside the equation or step each piece implements: the factor statistics, their bias correction,
+#    the eigendecomposition, the damped inverse root, the preconditioned and grafted direction, FOAM's
+#    proxy and its damping controller;
 # 2. check each piece on inputs small enough to verify by hand;
 # 3. run one short training with each refresh policy and count its eigendecompositions.
 
@@ -61,6 +64,8 @@ rng = core.seed_everything(0)
 # %% [markdown]
 # ## 1. The factor statistics and their bias correction
 #
+# Each factor is an exponential moving average (EMA) of gradient products:
+#
 # $L_t = \beta_2 L_{t-1} + (1 - \beta_2) G_t G_t^\top$, $R_t = \beta_2 R_{t-1} + (1 - \beta_2) G_t^\top G_t$,
 # and $\bar L_t = L_t / (1 - \beta_2^t)$, so that a constant gradient gives $\bar L_t = G G^\top$ from the
 # first step on.
@@ -79,8 +84,10 @@ assert method.ema_factor(np.zeros((2, 2)), G, 0.99, side="R").shape == (2, 2)  #
 # %% [markdown]
 # ## 2. Eigendecomposition and the damped inverse root
 #
-# A refresh computes $\bar L = Q\,\mathrm{diag}(d)\,Q^\top$ and keeps the *raw* eigenvalues $d$ (no
-# damping inside, so that $\epsilon$ is added exactly once); the cached root is
+# The damping $\epsilon$ is a small number added to every eigenvalue so that the inverse root stays
+# finite where a factor has a zero eigenvalue; a stale root is one computed at an earlier step and
+# reused. A refresh computes $\bar L = Q\,\mathrm{diag}(d)\,Q^\top$ and keeps the *raw* eigenvalues
+# $d$ (no damping inside, so that $\epsilon$ is added exactly once); the cached root is
 # $Q\,(\mathrm{diag}(d) + \epsilon I)^{-1/p} Q^\top$.
 
 # %%
@@ -97,8 +104,9 @@ assert np.allclose(root, reference.real, atol=1e-8)
 # %% [markdown]
 # ## 3. The preconditioned direction and Adam grafting
 #
-# $P = \hat L^{-1/p} \hat M \hat R^{-1/p}$ with the bias-corrected momentum $\hat M$, then rescaled to the
-# Frobenius norm of Adam's direction for the same block: Shampoo chooses the direction, Adam the size.
+# $P = \hat L^{-1/p} \hat M \hat R^{-1/p}$ with the bias-corrected momentum $\hat M$, then rescaled to
+# the Frobenius norm (the square root of the sum of squared entries) of Adam's direction for the same
+# block: Shampoo chooses the direction, Adam the size.
 
 # %%
 core.show_source(method.graft)
@@ -198,7 +206,8 @@ assert short["foam_no_refresh"].evds == 12  # only the first eigendecomposition 
 # ## Exercises
 #
 # **Exercise 1.** Write the damped inverse root `damped_inverse_root(A, eps, p)` $= (A + \epsilon I)^{-1/p}$
-# of a symmetric positive semi-definite matrix, by eigendecomposition.
+# of a symmetric positive semi-definite matrix, by eigendecomposition. The grader passes `A` as a
+# NumPy array and `eps` and `p` as plain Python numbers.
 
 # %% tags=["solution", "hide-input"]
 def damped_inverse_root(A, eps, p):
@@ -212,7 +221,7 @@ exercises.check_damped_inverse_root(damped_inverse_root)
 
 # %% [markdown]
 # **Exercise 2.** Write FOAM's controller step `controller_step(eps, h, eps0, eps_max, tau)`, returning
-# the next damping and whether the factor must be refreshed.
+# the next damping and whether the factor must be refreshed. The grader passes plain Python floats.
 
 # %% tags=["solution", "hide-input"]
 def controller_step(eps, h, eps0, eps_max, tau):

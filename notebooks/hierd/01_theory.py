@@ -15,27 +15,22 @@
 # %% [markdown]
 # # Structure distillation for multimodal embedders: theory
 #
-# > **Sources.** Only the abstract, TL;DR and lay summary of the paper could be read (ICML 2026,
-# > OpenReview ZyqAd4xpT5; no arXiv version). No official code was announced. The method here
-# > follows a public research codebase that contains the HieRD training runs
-# > (https://github.com/DanhVinhLe/VLM_Embed), as the chapter's digest reconstructs it: text groups,
-# > DBSCAN clusters of teacher vision tokens mapped to the student's grid, parameter-free
-# > within-group weights, relational, token and attention-weighted cross-modal losses, RKD, the loss
-# > weights and the layer pairs. The code may differ from the published paper; in particular it
-# > builds the group vectors from detached states, which the chapter tests. Ours: the toy world
-# > (coloured, patterned tiles and grounding questions), both embedders, every budget, the clustering
-# > settings for a 16-token grid (the code's rule is reported beside them) and the metrics. The
-# > digest's CPU plan is marked "proposed"; the paper's numbers were not available.
-#
 # **Learning goals.** After this notebook you can
 #
-# 1. say why distilling only the final embedding (global KD, e.g. RKD) can leave the student's
-#    internal structure unlike the teacher's;
+# 1. say why distilling only the final embedding (global knowledge distillation, "global KD": a
+#    small student trained to copy a large teacher's final embeddings, e.g. with RKD) can leave the
+#    student's internal structure unlike the teacher's;
 # 2. write HieRD's relational losses and explain why they need no projector between models of
 #    different widths;
 # 3. compute the within-group token weights and the attention-weighted cross-modal weights on
 #    small examples;
 # 4. see how the clustering rule decides whether HieRD's visual groups are objects.
+#
+# **Sources.** Only the abstract, TL;DR and lay summary of the paper could be read (ICML 2026,
+# OpenReview ZyqAd4xpT5; no arXiv version), so none of the paper's numbers were available. No
+# official code was announced; the method follows a public research codebase that contains the
+# HieRD training runs, which decided the losses, their weights and the layer pairs. The toy world,
+# the models, the budgets and every threshold are ours ("Sources in detail" at the end).
 
 # %%
 # Colab set-up: installs the book's package, replib, from its repository (branch main).
@@ -77,13 +72,21 @@ n_images = {"smoke": 20, "book": 100, "paper": 1000}[profile]
 # %% [markdown]
 # ## 1. The problem: a small embedder from a large one
 #
-# Universal multimodal embedders (VLM2Vec style) read an image and an instruction in one stream of
-# tokens and use the last token's state as the embedding, trained with InfoNCE,
+# An *embedder* maps an input to one vector, its embedding, so that inputs that belong together get
+# similar vectors and retrieval is a nearest-neighbour search. Universal multimodal embedders
+# (VLM2Vec style, built from a vision-language model, a VLM: a transformer that reads image patches
+# and text tokens) read an image and an instruction in one stream of tokens and use the last
+# token's state as the embedding. They are trained with InfoNCE, a contrastive loss: each query
+# $q_i$ must pick its own target $p_i$ among all the targets of the batch, scored by a softmax over
+# similarities at temperature $\tau$,
 # $\mathcal L_{NCE}=-\frac1B\sum_i\log\frac{\exp(\langle e_{q_i},e_{p_i}\rangle/\tau)}{\sum_j
-# \exp(\langle e_{q_i},e_{p_j}\rangle/\tau)}$. Distilling one into a smaller student usually aligns
-# only the final embeddings: their values (MSE) or their relations in the batch (RKD: distances and
-# angles). The paper's claim is that this leaves a *structural gap*: the student does not learn the
-# teacher's object-level groups and how phrases of the text bind to them.
+# \exp(\langle e_{q_i},e_{p_j}\rangle/\tau)}$. Knowledge distillation (KD) trains a small
+# *student* to imitate a large, already trained *teacher*. Distilling an embedder usually aligns
+# only the final embeddings: their values (MSE, the mean squared error between student and teacher
+# embeddings) or their relations in the batch (RKD, relational knowledge distillation: the
+# distances between the batch's embeddings and the angles of its triplets). The paper's claim is
+# that this leaves a *structural gap*: the student does not learn the teacher's object-level groups
+# and how phrases of the text bind to them.
 #
 # ## 2. Global KD is blind to internal structure
 #
@@ -114,7 +117,8 @@ for name, groups in rows.items():
 # Cosine-similarity matrices live in $[-1, 1]^{G\times G}$ whatever the width, so $L^{rel}$
 # compares a 64-wide teacher and a 32-wide student directly, and it ignores rotations of either
 # space. (The token loss $L^{tok}$ does need a projector $P_\ell:\mathbb R^{d_S}\to\mathbb
-# R^{d_T}$, one per layer pair.)
+# R^{d_T}$, one per layer pair: a teacher layer and the student layer whose states are compared
+# with it.)
 
 # %%
 rotation, _ = torch.linalg.qr(torch.tensor(rng.normal(size=(6, 6))))
@@ -151,12 +155,17 @@ assert omega[0, 6] < omega[0, :6].min() and abs(float(omega.sum()) - 1) < 1e-9
 #
 # ## 5. Visual groups are clusters; the rule decides whether they are objects
 #
-# The teacher's vision tokens are clustered per image with DBSCAN on
-# $D_{ij}=\big(1-\cos(v_i,v_j)\big)+\lambda_{sp}\,\|c_i-c_j\|/\sqrt{W^2+H^2}$, eps a percentile of
-# the distances. Whether the clusters are objects depends on that percentile and on $\lambda_{sp}$.
+# The teacher's vision tokens are clustered per image with DBSCAN (density-based clustering: a
+# token with at least `min_samples` tokens within distance eps starts or extends a cluster, and
+# tokens reached by no cluster are "noise", in no group) on
+# $D_{ij}=\big(1-\cos(v_i,v_j)\big)+\lambda_{sp}\,\|c_i-c_j\|/\sqrt{W^2+H^2}$, where $v_i$ is a
+# token's feature, $c_i$ its patch centre, $W\times H$ the image size, and eps a percentile of the
+# distances. Whether the clusters are objects depends on that percentile and on $\lambda_{sp}$.
 # A synthetic "image": a $6\times 6$ grid of token features, three planted objects (3 x 3 blocks of
 # tokens with a shared feature plus noise) on a noisy background, scored by the adjusted Rand index
-# (ARI) against the planted labels.
+# (ARI) against the planted labels. The ARI counts the pairs of tokens that two partitions put
+# together or apart alike, corrected for chance: 1 for identical partitions, about 0 for a random
+# one.
 
 # %%
 centres = method.patch_centres(4)
@@ -244,3 +253,16 @@ print("L_cross, errors on linked pairs:", round(float(method.cross_loss(pi, wron
 # 2. In section 5, set `min_samples` to 2 and to 8. Which percentile is best now, and why?
 # 3. Show that $L_{cross}$ is zero when the student's $X^S$ equals the teacher's on the support of
 #    $\Pi$ only. What does that allow the student to ignore?
+#
+# ## Sources in detail
+#
+# The paper (ICML 2026, OpenReview ZyqAd4xpT5) could be read only through its abstract, TL;DR and
+# lay summary; its tables and figures, and so its numbers, were not available. No official code
+# was announced. The method here follows a public research codebase that contains the HieRD
+# training runs (https://github.com/DanhVinhLe/VLM_Embed): text groups, DBSCAN clusters of teacher
+# vision tokens mapped to the student's grid, parameter-free within-group weights, relational,
+# token and attention-weighted cross-modal losses, RKD, the loss weights and the layer pairs. That
+# code may differ from the published paper; in particular it builds the group vectors from
+# detached states, which the chapter tests. Ours: the toy world (coloured, patterned tiles and
+# grounding questions), both embedders, every budget, the clustering settings for a 16-token grid
+# (the code's rule is reported beside them), the metrics and the thresholds of the claims.

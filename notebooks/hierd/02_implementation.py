@@ -17,13 +17,17 @@
 #
 # This notebook builds the toy world and HieRD from `replib.papers.hierd` (the scenes in its `task`
 # module, the embedder and every loss in its `method` module). Each piece sits next to the step of
-# the method it implements (steps 1-8 of the chapter's digest, reconstructed from a public research
-# codebase) and is checked on small inputs.
+# the method it implements (steps 1-8 of the method as we reconstructed it from a public research
+# codebase that contains the HieRD runs; the paper's text beyond its abstract could not be read)
+# and is checked on small inputs. HieRD distils a large multimodal *embedder* (a model that maps an
+# image with a question, or a text, to one vector) into a small one: knowledge distillation (KD)
+# trains the small *student* to imitate the large, already trained *teacher*.
 #
 # **Learning goals.** After this notebook you can
 #
 # 1. describe the toy: scenes of coloured tiles, spatial questions, answer phrases to retrieve;
-# 2. build a single-stream embedder that reads image patches, then text, and pools its EOS state;
+# 2. build a single-stream embedder that reads image patches, then text, and pools its EOS state
+#    (the state of the end-of-sequence token, the last one);
 # 3. implement HieRD's pieces: text groups, DBSCAN clusters of teacher vision tokens and their
 #    transfer to a coarser student grid, within-group weights, the relational, token and
 #    cross-modal losses, and the total.
@@ -71,10 +75,12 @@ n_scenes = {"smoke": 200, "book": 3000, "paper": 3000}[profile]
 # layout. A tile has one of 4 colours and one of 4 fill patterns (block, stripe, bar, check); the
 # three (colour, pattern) pairs of a scene differ. The query is the image with a question, "what is
 # in the top left cell"; the target is the answer phrase, "a red check", retrieved among the 16
-# colour-pattern phrases. This is MMEB's VQA form (image + question to answer text), a grounding
-# question. The grammar also gives the text groups HieRD needs: the noun chunks ("what", "the top
-# left cell"; "a red check") are the phrase groups, their words the word groups. The scenes are a
-# generated data set:
+# colour-pattern phrases. This is the VQA form (visual question answering: image + question to
+# answer text) of MMEB, the Massive Multimodal Embedding Benchmark the paper evaluates on; here a
+# grounding question, one whose answer is an object at a named place. The grammar also gives the
+# text groups HieRD needs: the noun chunks (a noun with its determiners and modifiers: "what", "the
+# top left cell"; "a red check") are the phrase groups, their words the word groups. The scenes are
+# a generated data set:
 
 # %%
 scenes = task.build_scenes(n_scenes, seed=1)
@@ -97,7 +103,8 @@ plt.show()
 #
 # Teacher and student are the same kind of model, as VLM2Vec-style embedders are: image patches
 # (a linear patch embedding plus a learned position per patch), then the text tokens, then EOS,
-# through causal pre-LN transformer blocks; the embedding is the L2-normalised last state of EOS. The
+# through causal pre-LN transformer blocks (each token sees only earlier ones; layer normalisation
+# before each sub-layer); the embedding is the last state of EOS scaled to unit length. The
 # teacher reads 6-px patches (a $4 \times 4$ grid, 16 vision tokens), the student 8-px patches
 # ($3 \times 3$, 9 tokens): different grids, as in the paper (28 px against 64 px).
 
@@ -119,11 +126,14 @@ assert torch.allclose(out_s["embedding"].norm(dim=-1), torch.ones(4))
 # %% [markdown]
 # ## 3. The contrastive loss (eq. 1) and RKD (step 7)
 #
+# InfoNCE, the contrastive loss: each query must pick its own answer among the batch's answers,
 # $\mathcal L_{NCE}=-\frac1B\sum_i\log\frac{\exp(\langle e_{q_i},e_{p_i}\rangle/\tau)}{\sum_j
-# \exp(\langle e_{q_i},e_{p_j}\rangle/\tau)}$ with $\tau = 0.02$. The 16 answers repeat inside a
-# batch, so answers equal to the query's own count as joint positives (a toy choice). Global KD, the
-# baseline HieRD extends, is RKD on the batch's final embeddings: squared distances normalised by
-# their mean, and the angles of all triplets, each compared with a Huber loss.
+# \exp(\langle e_{q_i},e_{p_j}\rangle/\tau)}$ with temperature $\tau = 0.02$. The 16 answers
+# repeat inside a batch, so answers equal to the query's own count as joint positives (a toy
+# choice). Global KD, the baseline HieRD extends, is RKD (relational knowledge distillation) on the
+# batch's final embeddings: squared distances normalised by their mean, and the angles of all
+# triplets, each compared with a Huber loss (squared error for small gaps, absolute error for
+# large ones).
 
 # %%
 core.show_source(method.info_nce)
@@ -147,9 +157,9 @@ print("RKD of unrelated embeddings:", float(method.rkd_loss(torch.randn(6, 5), e
 # %% [markdown]
 # ## 4. Text groups (step 2)
 #
-# The code parses the text with spaCy and keeps noun chunks and verb phrases; here the grammar
-# emits the noun-chunk spans directly. Phrase groups are the spans, word groups each word inside a
-# span (our tokens are words, so a word group is one token).
+# The code parses the text with spaCy (a natural-language parsing library) and keeps noun chunks
+# and verb phrases; here the grammar emits the noun-chunk spans directly. Phrase groups are the
+# spans, word groups each word inside a span (our tokens are words, so a word group is one token).
 
 # %%
 for level in ("phrase", "word"):
@@ -161,7 +171,10 @@ assert method.group_members(task.QUESTION_PHRASES, task.QUESTION_LEN, "phrase").
 # ## 5. Visual groups: clusters of teacher tokens, mapped to the student (step 3)
 #
 # $D_{ij}=\big(1-\cos(v_i,v_j)\big)+\lambda_{sp}\,\|c_i-c_j\|_2/\sqrt{W^2+H^2}$ on the teacher's
-# vision tokens, then DBSCAN with eps a percentile of the off-diagonal distances. The code uses the
+# vision tokens (features $v_i$, patch centres $c_i$, image size $W\times H$), then DBSCAN with eps a
+# percentile of the off-diagonal distances. DBSCAN is density-based clustering: a token with at
+# least `min_samples` tokens within distance eps starts or extends a cluster, and tokens no cluster
+# reaches are noise. The code uses the
 # 3rd percentile and `min_samples` 8 on grids of hundreds of tokens; on our 16-token grid (a tile
 # covers about 4 teacher tokens) we calibrated the 10th percentile and `min_samples` 3 on the
 # teacher alone (the experiment reports the code's rule beside it). Noise points are left out.
@@ -225,9 +238,9 @@ assert torch.allclose(g[0, 1], h[0, 4])
 #
 # Relational: $L^{rel}=\mathrm{mean}_{a\neq b}\big(\cos(g^S_a,g^S_b)-\cos(g^T_a,g^T_b)\big)^2$, no
 # projector needed. Token: $L^{tok}=\sum_i\omega_i\big(1-\cos(P h^S_i,\text{target}_i)\big)/
-# \sum_i\omega_i$ with a linear projector $P$ per layer pair (text: target $h^T_i$, weights
-# $\omega^T$; vision: the teacher's cluster vector, weights $\omega^S$). A layer pair's loss is
-# $L^{rel}+0.1\,L^{tok}$.
+# \sum_i\omega_i$ with a linear projector $P$ per layer pair (a teacher layer and the student layer
+# compared with it; text: target $h^T_i$, weights $\omega^T$; vision: the teacher's cluster vector,
+# weights $\omega^S$). A layer pair's loss is $L^{rel}+0.1\,L^{tok}$.
 
 # %%
 core.show_source(method.relational_loss)

@@ -15,26 +15,23 @@
 # %% [markdown]
 # # GUI agents, evaluation protocols and SFT vs RFT scaling: theory
 #
-# > **Sources.** The full text of HyperTrack (Qu et al., ICML 2026, arXiv 2605.27134) could not be
-# > read. What we used: the abstract, detailed secondary notes on the paper, and the official
-# > evaluation kit (GUIEvalKit, github.com/xiaomi-research/guievalkit), which is exact for the
-# > metric rules (box enlargement 1.2, distance 0.14, text containment, goal progress) and for the
-# > semi-online protocol. The training code is not released: the RFT objective (GRPO with DAPO's
-# > clip-higher, token-level averaging and dynamic sampling, no KL) and the reward come from the
-# > secondary notes; the advantage normalisation, learning rates and epochs are **not stated**. The
-# > toy phone simulator MiniGUI, the small pointer policy, its pretraining pool and every budget are
-# > **proposed** by the chapter's digest or chosen by us.
-#
 # **Learning goals.** After this notebook you can
 #
 # 1. state the kit's step metrics (type match, exact match) and episode metrics (success, goal
 #    progress), and say how offline, semi-online and online evaluation differ;
-# 2. write the DAPO objective the paper's RFT maximises and explain each of its three changes to
-#    GRPO with numbers;
-# 3. explain, on a one-dimensional click, why RL with a box reward can generalise to a moved target
-#    where SFT on a single demonstrated point does not;
+# 2. write the DAPO objective the paper's RFT (reinforcement fine-tuning) maximises and explain
+#    each of its three changes to GRPO with numbers;
+# 3. explain, on a one-dimensional click, why RL (reinforcement learning) with a box reward can
+#    generalise to a moved target where SFT (supervised fine-tuning) on a single demonstrated point
+#    does not;
 # 4. show how two agents can swap places between offline and online evaluation, and where the
 #    semi-online protocol falls.
+#
+# **Sources.** The full text of HyperTrack (Qu et al., ICML 2026, arXiv 2605.27134) could not be
+# read; we used its abstract, detailed secondary notes on it, and the official evaluation kit
+# (GUIEvalKit), which decides every metric rule and the semi-online protocol exactly. The training
+# code is not released, so the RFT objective and reward follow the secondary notes, and the toy
+# world and every budget are ours ("Sources in detail" at the end).
 
 # %%
 # Colab set-up: installs the book's package, replib, from its repository (branch main).
@@ -74,8 +71,9 @@ steps = {"smoke": 100, "book": 200, "paper": 400}[profile]
 # %% [markdown]
 # ## 1. The problem
 #
-# A mobile GUI agent reads an instruction ("open the app, find the row, type the word"), a
-# screenshot and the history of its own earlier actions, and emits one action:
+# A mobile GUI agent (a model that operates a phone's graphical user interface) reads an
+# instruction ("open the app, find the row, type the word"), a screenshot and the history of its
+# own earlier actions, and emits one action:
 # OPEN(app), CLICK(x, y), SCROLL(direction), TYPE(text) or STOP. HyperTrack contributes three
 # things: a large Chinese data set (over 16,000 tasks, more than 650 apps, about 5.1 steps per
 # episode), a unified evaluation kit, and a study of how supervised fine-tuning (SFT) and
@@ -139,15 +137,21 @@ for name, (p_r, p_o) in agents.items():
 # %% [markdown]
 # Offline EM ranks A first; online success ranks B first, by a wide margin. SOEval moves A's score
 # toward its online weakness while leaving B's unchanged, so its ranking agrees with the online
-# one. This is the paper's argument for SOEval (Spearman 0.771 with online success on AndroidWorld,
-# against 0.657 offline). The effect needs $p_o \ne p_r$: an agent whose own correct actions look
-# exactly like the reference gets the same score under both.
+# one. This is the paper's argument for SOEval: its Spearman correlation (the correlation of the
+# two rankings of models) with online success on AndroidWorld, a benchmark of live Android tasks,
+# is 0.771, against 0.657 offline. The effect needs $p_o \ne p_r$: an agent whose own correct
+# actions look exactly like the reference gets the same score under both.
 #
 # ## 4. The RFT objective
 #
-# For a step prompt $q$, RFT samples $G$ outputs $o_i$ from $\pi_{\text{old}}$, scores each with
+# The paper's RFT is GRPO (Group Relative Policy Optimization) with the changes of DAPO (Decoupled
+# Clip and Dynamic sAmpling Policy Optimization). GRPO scores each sampled output against the other
+# outputs for the same prompt, so it needs no learned value function; DAPO changes how that policy
+# gradient is clipped, averaged and sampled. For a step prompt $q$, RFT samples $G$ outputs $o_i$
+# from the policy before the update, $\pi_{\text{old}}$, scores each with
 # $R_i = R_{\text{type}} + R_{\text{param}}$ ($R_{\text{type}} = \mathbb 1\{\text{type right}\}$,
-# $R_{\text{param}} = \mathbb 1\{\text{type and parameters right}\}$), normalises within the group,
+# $R_{\text{param}} = \mathbb 1\{\text{type and parameters right}\}$), normalises within the group
+# into an *advantage* (how much better than its group an output did),
 # $\hat A_i = (R_i - \mathrm{mean}_j R_j)/(\mathrm{std}_j R_j + \varepsilon)$, and maximises
 #
 # $$\mathcal J(\theta) = \mathbb E\Big[\frac{1}{\sum_i |o_i|}\sum_{i=1}^{G}\sum_{t=1}^{|o_i|}
@@ -158,7 +162,8 @@ for name, (p_r, p_o) in agents.items():
 # \epsilon_{low} = 0.2$) lets a good but unlikely token grow further in one update; **token-level
 # averaging** (the $1/\sum_i |o_i|$) weighs every token alike, so long outputs are not diluted;
 # **dynamic sampling** drops groups whose rewards are all equal (their advantages are all zero). No
-# KL term ($\beta = 0$), so no reference model.
+# KL term ($\beta = 0$: no Kullback-Leibler penalty pulling the policy toward a frozen reference
+# model), so no reference model.
 
 # %%
 ratio = np.linspace(0.5, 1.6, 200)
@@ -235,12 +240,13 @@ print({k: np.round(v, 3).tolist() for k, v in toy["success"].items()})
 # ## 6. What to expect in the experiment
 #
 # The experiment builds MiniGUI (apps, layouts on a phone and a tablet, tasks of 5-7 steps), a
-# small pointer policy pretrained on 30 other apps, and fine-tunes it by SFT and by RFT on $N \in
+# small pointer policy (a network that clicks by pointing, through attention, at one of the screen's
+# elements) pretrained on 30 other apps, and fine-tunes it by SFT and by RFT on $N \in
 # \{8, 32, 128, 1024\}$ episodes of 40 training apps, with the same number of optimiser steps. The
 # claims, declared before the runs: RFT beats SFT by 5 points on unseen apps at $N = 128$, more than
-# in-domain; RFT's slope in $\log_2 N$ is at least SFT's; both curves are roughly log-linear; SOEval
-# tracks online success at least as well as offline EM; and the history input matters at the steps
-# only the history can decide.
+# in-domain; RFT's slope in $\log_2 N$ is at least SFT's; both curves are roughly log-linear (EM
+# rises by about the same amount at each doubling of $N$); SOEval tracks online success at least as
+# well as offline EM; and the history input matters at the steps only the history can decide.
 #
 # ## Summary
 #
@@ -258,3 +264,15 @@ print({k: np.round(v, 3).tolist() for k, v in toy["success"].items()})
 # 2. In `theory.protocol_scores`, find $p_o$ such that agent A and agent B have the same online
 #    success. Which protocol ranks them as equal too?
 # 3. Re-run the click toy with a box of two positions. Does RL's advantage after a shift survive?
+#
+# ## Sources in detail
+#
+# The full text of HyperTrack (Qu et al., ICML 2026, arXiv 2605.27134) could not be read. What we
+# used: the abstract, detailed secondary notes on the paper, and the official evaluation kit
+# (GUIEvalKit, github.com/xiaomi-research/guievalkit), which is exact for the metric rules (box
+# enlargement 1.2, distance 0.14, text containment, goal progress) and for the semi-online
+# protocol. The training code is not released: the RFT objective (GRPO with DAPO's clip-higher,
+# token-level averaging and dynamic sampling, no KL) and the reward come from the secondary notes;
+# the advantage normalisation, learning rates and epochs are **not stated**. The toy phone simulator
+# MiniGUI, the small pointer policy, its pretraining pool, every budget and every threshold of the
+# claims are our choices.

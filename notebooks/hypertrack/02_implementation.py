@@ -18,14 +18,18 @@
 # **Learning goals.** After this notebook you can
 #
 # 1. read each piece of `replib.papers.hypertrack.method` beside the rule or equation it
-#    implements: the kit's step match, the episode metrics, SOEval's history operator, the reward,
-#    dynamic sampling, the DAPO loss and SFT's loss;
+#    implements: the kit's step match, the episode metrics, the history operator of SOEval (the
+#    paper's semi-online evaluation), the reward, dynamic sampling, the DAPO loss and SFT's loss;
 # 2. check each piece on inputs small enough to verify by hand;
 # 3. look at MiniGUI's recorded steps, run the three protocols on an agent of your own, and make
 #    one SFT and one RFT update.
 #
 # The metric rules follow the official evaluation kit (GUIEvalKit); the RFT pieces follow the
-# paper's description (the training code is not released).
+# paper's description (the training code is not released). SFT is supervised fine-tuning (imitate
+# the recorded action); RFT is reinforcement fine-tuning (sample actions, reward the right ones),
+# here with DAPO, a variant of the group-based policy gradient GRPO (Group Relative Policy
+# Optimization) that clips the update asymmetrically, averages over tokens and drops groups whose
+# rewards are all equal. The theory notebook derives each piece.
 
 # %%
 # Colab set-up: installs the book's package, replib, from its repository (branch main).
@@ -77,9 +81,10 @@ steps_ds.to_pandas().head(8)
 # %% [markdown]
 # ## 2. The step match (GUIEvalKit's rules)
 #
-# TM: types equal (a predicted "type" counts as the reference's click or type). EM: a click in the
-# box enlarged 1.2 times (within 0.14 of the point when there is no box), the same scroll
-# direction, texts that contain one another, or just the type for STOP.
+# TM (type match): types equal (a predicted "type" counts as the reference's click or type). EM
+# (exact match, the step's success): the type matches and, besides, a click in the box enlarged
+# 1.2 times (within 0.14 of the point when there is no box), the same scroll direction, texts that
+# contain one another, or just the type for STOP.
 
 # %%
 core.show_source(method.step_match)
@@ -125,8 +130,10 @@ assert np.allclose(out["goal_progress"], [0.5, 1.0, 1.0])
 # %% [markdown]
 # ## 4. SOEval's history operator $\psi$
 #
+# $\phi(o_t, a)$ writes action $a$ into the history after observation $o_t$; offline evaluation
+# always writes the reference action $a_t$. SOEval writes
 # $\psi(o_t, a_t, \hat a_t) = \phi(o_t, \hat a_t)$ if $\hat a_t = a_t$ (EM), else $\phi(o_t, a_t)$:
-# the model's own action enters the history only where it was right.
+# the model's own action $\hat a_t$ enters the history only where it was right.
 
 # %%
 core.show_source(method.soeval_history)
@@ -264,7 +271,7 @@ exercises.check_click_match(click_match)
 
 # %% [markdown]
 # **Exercise 2.** Write `goal_progress(em)` for one episode's per-step exact matches (a list of
-# booleans in step order).
+# booleans in step order). The grader passes plain Python lists of booleans, not arrays.
 
 # %% tags=["solution", "hide-input"]
 def goal_progress(em):
@@ -281,7 +288,8 @@ exercises.check_goal_progress(goal_progress)
 
 # %% [markdown]
 # **Exercise 3.** Write `zero_signal_share(p, group_size)`: the probability that a group of binary
-# rewards, each 1 with probability `p`, carries no learning signal.
+# rewards, each 1 with probability `p`, carries no learning signal. The grader passes plain Python
+# numbers (a float and an int).
 
 # %% tags=["solution", "hide-input"]
 def zero_signal_share(p, group_size):

@@ -15,27 +15,24 @@
 # %% [markdown]
 # # In-context feature acquisition: theory
 #
-# > **Sources.** Paper: Kobayashi, Jing, Yao, Namkoong and Joshi, "Learning-To-Measure: In-Context
-# > Active Feature Acquisition", ICML 2026 (arXiv 2510.12624). What could be read: the abstract and
-# > opening of the paper, third-party summaries and public reviews of its first version, and the
-# > complete official code (https://github.com/reAIM-Lab/Learning-To-Measure). The paper's tables,
-# > figures and exact theorem statements were *not* available, so no number of the paper is quoted:
-# > the thresholds of this chapter are the digest's proposals. Tokens, attention masks, losses, heads
-# > and the selector objective follow the code. Our choices: the task prior (six features, sparse
-# > linear labels at the book profile; the digest proposed a random tanh network, which did not
-# > learn within the book budget), the model size, one random acquisition depth per target and step
-# > (the digest's proposed book deviation), the selector trained with the inference mask, every
-# > budget, and batched per-task baselines. The identification result under missingness is stated
-# > in the paper but its exact statement was not available; we only illustrate its assumptions.
-#
 # **Learning goals.** After this notebook you can
 #
-# 1. state active feature acquisition (AFA) and the greedy conditional-mutual-information policy;
-# 2. show that "pick the feature that minimises the expected next-step NLL" is the greedy CMI
-#    policy;
-# 3. explain why a sequence model trained on the prequential likelihood of many tasks gives
-#    uncertainty that shrinks with the context, like a Bayesian posterior predictive;
+# 1. state active feature acquisition (AFA: buying a test instance's features one at a time, each
+#    chosen from what is known so far) and the greedy policy that buys the feature of largest
+#    conditional mutual information (CMI) with the label;
+# 2. show that "pick the feature that minimises the expected next-step NLL" (negative
+#    log-likelihood of the label) is the greedy CMI policy;
+# 3. explain why a sequence model trained on the prequential likelihood of many tasks (the product
+#    of its one-step-ahead predictions of each label from the ones before) gives uncertainty that
+#    shrinks with the context, like a Bayesian posterior predictive;
 # 4. say what the experiment measures.
+#
+# **Sources.** Paper: Kobayashi, Jing, Yao, Namkoong and Joshi, "Learning-To-Measure: In-Context
+# Active Feature Acquisition", ICML 2026 (arXiv 2510.12624). Its abstract and opening, third-party
+# summaries and public reviews of its first version could be read, but not its tables, figures or
+# exact theorem statements, so no number of the paper is quoted and every threshold is ours. The
+# complete official code decided the tokens, attention masks, losses, heads and the selector
+# objective ("Sources in detail" at the end).
 
 # %%
 # Colab set-up: installs the book's package, replib, from its repository (branch main).
@@ -82,8 +79,11 @@ n_draws = {"smoke": 200, "book": 2000, "paper": 20000}[profile]
 # $$A_{t+1} = \arg\max_j I(Y; X_j \mid \underline X_t = \underline x_t),\qquad
 # I(Y; X_j \mid \underline x_t) = \mathbb E\big[\mathrm{KL}\big(p(Y \mid X_j, \underline x_t) \,\|\,
 # p(Y \mid \underline x_t)\big)\big].$$
-# Per-task methods learn $p$ and the policy from one task's data. L2M learns both once, over a
-# distribution of tasks, and reads a new task's labelled (and partly missing) rows in context.
+# Here KL is the Kullback-Leibler divergence, so the CMI is how far, on average, learning $X_j$
+# moves the predictive distribution of $Y$. Per-task methods learn $p$ and the policy from one
+# task's data. L2M (Learning-To-Measure) learns both once, over a distribution of tasks, and reads a
+# new task's labelled (and partly missing) rows in context, that is, as part of its input, without
+# any training on the new task.
 #
 # ## 2. Greedy CMI for Gaussian tasks, and why the order is task-specific
 #
@@ -134,9 +134,11 @@ for j in (1, 2):
 # L2M is pre-trained on the prequential likelihood $\sum_i \log p_\theta(y_i \mid \mathcal D_c, y_{<i},
 # x_i)$ over many tasks drawn from a prior. The product of one-step-ahead predictives of a Bayesian
 # model is its marginal likelihood, and the model that maximises the expected prequential likelihood
-# over the prior is the Bayesian posterior predictive. That is why an in-context model can have
-# *epistemic* uncertainty: its predictive variance should shrink as the context grows. Bayesian
-# linear regression shows the target L2M imitates (prior $w \sim N(0, I)$, noise variance 0.01):
+# over the prior is the Bayesian posterior predictive (the label's distribution averaged over every
+# task still plausible given the context $\mathcal D_c$). That is why an in-context model can have
+# *epistemic* uncertainty, uncertainty about which task it faces, which more data removes (unlike
+# the label noise): its predictive variance should shrink as the context grows. Bayesian linear
+# regression shows the target L2M imitates (prior $w \sim N(0, I)$, noise variance 0.01):
 
 # %%
 sizes = [1, 2, 4, 8, 16, 32]
@@ -165,10 +167,12 @@ assert all(a > b for a, b in zip(variances, variances[1:]))
 # ## 5. Missing entries in the retrospective rows
 #
 # The context rows are retrospective: some features were never measured. The paper identifies the
-# task CMI from rows where $X_j$ was measured, under three assumptions: missing at random given what
-# is acquired ($R_j \perp X_j \mid \underline X_t$), measuring does not change the label
-# ($R_j \perp Y \mid X_j, \underline X_t$), and positivity. A quick illustration of why the first
-# matters: estimate $\mathbb E[Y \mid X_1 > 0]$ from the rows where $X_1$ was measured.
+# task CMI from rows where $X_j$ was measured ($R_j = 1$), under three assumptions: missing at
+# random given what is acquired ($R_j \perp X_j \mid \underline X_t$), measuring does not change
+# the label ($R_j \perp Y \mid X_j, \underline X_t$), and positivity (every feature has some
+# chance of having been measured). A quick illustration of why the first matters: estimate
+# $\mathbb E[Y \mid X_1 > 0]$ from the rows where $X_1$ was measured, once with $X_1$ measured at
+# random and once MNAR (missing not at random: here $X_1$ is measured mostly when it is large).
 
 # %%
 x1 = rng.normal(size=n_draws * 10)
@@ -181,8 +185,10 @@ print(f"truth {truth:.3f}; " + ", ".join(f"{k} estimate {v:.3f}" for k, v in est
 assert abs(est["MCAR / MAR"] - truth) < 0.1 and est["MNAR"] - truth > 0.2
 
 # %% [markdown]
-# Our tasks use MCAR missingness, so the assumptions hold by construction; the paper's MAR setting
-# is not tested.
+# Our tasks use MCAR missingness (missing completely at random: whether an entry is missing does not
+# depend on any value), so the assumptions hold by construction; the paper's MAR setting (missing
+# at random: missingness may depend on the observed values, not on the missing ones) is not
+# tested.
 #
 # ## 6. What to expect in the experiment
 #
@@ -190,7 +196,9 @@ assert abs(est["MCAR / MAR"] - truth) < 0.1 and est["MNAR"] - truth > 0.2
 #   at small context sizes (section 4: the prior does the work where data are scarce).
 # - Its selector should pick informative features first, and its NLL curve over acquisitions
 #   should fall faster than with random picks (sections 2 and 3), and match or beat a per-task MLP
-#   with a GDFS selector.
+#   (a small fully connected network fitted to one task) with a GDFS selector (greedy dynamic
+#   feature selection, Covert et al.: a network trained on that task to pick the next feature by
+#   the same next-step NLL).
 #
 # ## Summary
 #
@@ -207,3 +215,18 @@ assert abs(est["MCAR / MAR"] - truth) < 0.1 and est["MNAR"] - truth > 0.2
 #    $X_2$?
 # 3. In section 4, raise the noise variance to 0.25. At which context size does the epistemic part
 #    fall below the noise?
+#
+# ## Sources in detail
+#
+# Paper: Kobayashi, Jing, Yao, Namkoong and Joshi, "Learning-To-Measure: In-Context Active Feature
+# Acquisition", ICML 2026 (arXiv 2510.12624). What could be read: the abstract and opening of the
+# paper, third-party summaries and public reviews of its first version, and the complete official
+# code (https://github.com/reAIM-Lab/Learning-To-Measure). The paper's tables, figures and exact
+# theorem statements were *not* available, so no number of the paper is quoted: the thresholds of
+# this chapter are our choices. Tokens, attention masks, losses, heads and the selector objective
+# follow the code. Our choices: the task prior (six features, sparse linear labels at the book
+# profile; a random tanh-network prior, planned first, did not learn within the book budget), the
+# model size, one random acquisition depth per target and step (the code loops over all depths),
+# the selector trained with the inference mask, every budget, and batched per-task baselines. The
+# identification result under missingness is stated in the paper but its exact statement was not
+# available; we only illustrate its assumptions.

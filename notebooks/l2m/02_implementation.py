@@ -19,12 +19,17 @@
 #
 # 1. write the tokens and the two attention masks of L2M and test that no query sees its own label;
 # 2. explain the prequential pre-training loss with acquisition-state augmentation;
-# 3. explain how a straight-through Gumbel pick lets the NLL after the pick train the selector, and
-#    why that objective is greedy conditional mutual information;
+# 3. explain how a straight-through Gumbel pick (a one-hot sample in the forward pass, its soft
+#    relaxation in the backward pass) lets the NLL after the pick train the selector, and why that
+#    objective is greedy conditional mutual information (CMI: how much a feature tells about the
+#    label given what is already known);
 # 4. run greedy test-time acquisition with the in-context model.
 #
 # Every function shown lives in `replib.papers.l2m.method`; its docstring names the piece of the
-# method it implements.
+# method it implements. L2M (Learning-To-Measure) is one transformer that reads a new task's
+# labelled rows in its input ("in context") and both predicts the label of a target row and chooses
+# which of its features to measure next. The loss throughout is the NLL, the negative
+# log-likelihood of the true label under the predicted distribution (lower is better).
 
 # %%
 # Colab set-up: installs the book's package, replib, from its repository (branch main).
@@ -67,7 +72,8 @@ torch.manual_seed(0)
 #
 # A task is a set of rows $(x, y)$ with $x \in \mathbb R^6$; its label depends on an informative subset
 # $S$ of one to three features. Retrospective rows carry a measured indicator $r \in \{0, 1\}^6$
-# (MCAR, a per-feature rate drawn from $U(0, p_{max})$).
+# (MCAR, missing completely at random: each entry is missing independently of every value, at a
+# per-feature rate drawn from $U(0, p_{max})$).
 
 # %%
 core.show_source(task.sample_tasks)
@@ -84,9 +90,9 @@ assert set(big["informative"].sum(axis=1)) == {1, 2, 3}
 # %% [markdown]
 # ## 2. Tokens
 #
-# A context row is the token $[x_i \odot r_i,\ r_i,\ y_i]$; a query at acquisition state $m$ is
-# $[x \odot m,\ m,\ 0]$. A missing entry is zeroed *and* flagged by the mask channel, so the model
-# can tell "missing" from "measured as zero".
+# A context row is the token $[x_i \odot r_i,\ r_i,\ y_i]$; a query at acquisition state $m$ (the
+# 0/1 mask of the features acquired so far) is $[x \odot m,\ m,\ 0]$. A missing entry is zeroed
+# *and* flagged by the mask channel, so the model can tell "missing" from "measured as zero".
 
 # %%
 core.show_source(method.context_tokens)
@@ -140,9 +146,11 @@ assert not torch.allclose(before[0, 2], after[0, 2])  # query 2 sees target 1's 
 # %% [markdown]
 # ## 4. The model
 #
-# Embedder (a GELU MLP with a linear skip and LayerNorm), a post-norm transformer encoder, and two
-# heads read at the query tokens: the predictor (mean and $\sigma = 0.05 + 0.95\,\mathrm{softplus}$)
-# and the selector ($d$ logits, near-zero initial output).
+# Embedder (an MLP, a small fully connected network, with GELU activations (a smooth variant of the
+# ReLU, max(0, x)), a linear skip and layer normalisation), a post-norm transformer encoder
+# (normalisation after each residual sub-layer), and two heads read at the query tokens: the
+# predictor (mean and $\sigma = 0.05 + 0.95\,\mathrm{softplus}$, a Gaussian over the label) and the
+# selector ($d$ logits, one per feature, near-zero initial output).
 
 # %%
 core.show_source(method.L2M)
@@ -232,8 +240,9 @@ assert nlls.shape == (2, 4) and nlls[0, 1] < nlls[0, 0] and torch.allclose(nlls[
 
 # %% [markdown]
 # The per-task baselines use the same loop: a masked MLP trained on one task's context rows
-# (many tasks at once, one network each) and a GDFS-style selector trained on it with the same
-# one-step objective.
+# (many tasks at once, one network each; the mask tells it which inputs are missing) and a
+# GDFS-style selector (greedy dynamic feature selection, Covert et al.: a per-task network that
+# picks the next feature) trained on it with the same one-step objective.
 
 # %%
 core.show_source(baselines.fit_gdfs_selector)
@@ -243,7 +252,8 @@ core.show_source(baselines.fit_gdfs_selector)
 #
 # **Exercise 1.** Write `allowed(n_context, n_target, autoregressive)`: the boolean matrix (rows
 # attend to columns) of section 3, for the autoregressive sequence [context | real targets |
-# queries] and the inference sequence [context | queries].
+# queries] and the inference sequence [context | queries]. The grader passes plain Python ints and
+# a bool.
 
 # %% tags=["solution", "hide-input"]
 def allowed(n_context, n_target, autoregressive):
@@ -265,6 +275,8 @@ exercises.check_attention_mask(allowed)
 # %% [markdown]
 # **Exercise 2.** For a Gaussian vector whose last coordinate is the label, write
 # `gaussian_cmi(cov, j, given)`: the conditional mutual information $I(Y; X_j \mid X_{given})$.
+# The grader passes `cov` as a NumPy array, `j` as an int and `given` as a plain Python list of
+# feature indices (possibly empty).
 
 # %% tags=["solution", "hide-input"]
 def gaussian_cmi(cov, j, given):

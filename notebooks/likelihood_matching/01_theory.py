@@ -15,24 +15,24 @@
 # %% [markdown]
 # # Likelihood matching for diffusion: theory
 #
-# > **Sources.** Qian, Su, Huang and Chen, "Likelihood Matching for Diffusion Models", ICML 2026
-# > ([arXiv 2508.03636](https://arxiv.org/abs/2508.03636)). **Only the abstract, the title page, short
-# > summaries and the public reviews of an earlier version could be read**: the method section,
-# > theorems, hyperparameters and result tables were not available, and no official code was found.
-# > Everything below beyond the abstract is reconstructed from exact, standard identities (the
-# > reverse-path likelihood, second-order Tweedie moments); the schedule, the parameterisation of the
-# > Hessian, the lower-variance form of the loss and all budgets are our (the digest's) proposals, and
-# > are marked as such.
-#
 # **Learning goals.** After this notebook you can
 #
 # 1. write the data log-likelihood as an expectation of log-likelihoods of reverse transitions along
 #    forward paths, and check it by Monte Carlo;
-# 2. compute the exact mean and covariance of a reverse transition from the score and the Hessian of
-#    $\log p_t$ (second-order Tweedie);
+# 2. compute the exact mean and covariance of a reverse transition from the score (the gradient
+#    $\nabla \log p_t$ of the log-density of the noised data) and the Hessian (its matrix of second
+#    derivatives, $\nabla^2 \log p_t$) (second-order Tweedie);
 # 3. explain why a sampler with the matched covariance is exact on Gaussian data for any number of
-#    steps, while the usual isotropic DDPM variances are biased when steps are few;
+#    steps, while the usual isotropic DDPM variances (DDPM: the denoising diffusion probabilistic
+#    model's sampler, whose reverse steps add noise of one fixed variance in every direction) are
+#    biased when steps are few;
 # 4. read the likelihood-matching loss as score matching plus covariance matching.
+#
+# **Sources.** Qian, Su, Huang and Chen, "Likelihood Matching for Diffusion Models", ICML 2026
+# ([arXiv 2508.03636](https://arxiv.org/abs/2508.03636)). Only the abstract, the title page, short
+# summaries and the public reviews of an earlier version could be read, and no official code was
+# found. Everything beyond the abstract is reconstructed from exact, standard identities, and our
+# own choices are marked ("Sources in detail" at the end).
 
 # %%
 # Colab set-up: installs the book's package, replib, from its repository (branch main).
@@ -71,8 +71,9 @@ n_paths = {"smoke": 200, "book": 2000, "paper": 20000}[profile]
 # %% [markdown]
 # ## The forward process and its reverse transitions
 #
-# A variance-preserving diffusion (the schedule is our choice: $\beta$ linear from 0.1 to 20) noises
-# data $x_0$ into $X_t \mid X_0 \sim \mathcal N(\sqrt{\bar\alpha_t} x_0, (1 - \bar\alpha_t) I)$, and for
+# A variance-preserving diffusion (one that shrinks the data while adding noise, so that the total
+# variance stays bounded; the schedule is our choice: $\beta$ linear from 0.1 to 20) noises data
+# $x_0$ into $X_t \mid X_0 \sim \mathcal N(\sqrt{\bar\alpha_t} x_0, (1 - \bar\alpha_t) I)$, and for
 # $s < t$, $X_t \mid X_s \sim \mathcal N(a X_s, \sigma^2 I)$ with $a = \sqrt{\bar\alpha_t / \bar\alpha_s}$ and
 # $\sigma^2 = 1 - \bar\alpha_t / \bar\alpha_s$. A sampler runs this backwards on a grid
 # $0 = t_0 < \dots < t_N = 1$, one reverse transition $p(x_{k-1} \mid x_k)$ per step.
@@ -124,7 +125,9 @@ print(f"largest differences over x_t: mean {np.abs(q['mean_quad'] - q['mean_twee
 # The DDPM sampler uses the right mean but an isotropic variance fixed in advance: $\beta = \sigma^2$ or
 # the posterior variance $\tilde\beta = \sigma^2 (1 - \bar\alpha_s)/(1 - \bar\alpha_t)$. The matched
 # Gaussian uses the Tweedie covariance. Here is the exact reverse density of the mixture above for a
-# small and a large step, with the three Gaussians and their KL divergence from the exact density.
+# small and a large step, with the three Gaussians and their KL divergence (Kullback-Leibler: the
+# expected log-ratio of the exact density to the Gaussian, 0 only when they agree) from the exact
+# density.
 
 # %%
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
@@ -169,7 +172,8 @@ ax.legend(fontsize="small")
 plt.show()
 
 # %% [markdown]
-# *Figure 2. Relative Frobenius error of the sampler's output covariance on Gaussian data
+# *Figure 2. Relative Frobenius error (the root of the summed squared entry differences, divided by
+# that of the true matrix) of the sampler's output covariance on Gaussian data
 # $\mathcal N(0, \mathrm{diag}(0.3, 0.01))$, with the exact score, against the number of steps.*
 #
 # ## The likelihood-matching loss
@@ -177,8 +181,8 @@ plt.show()
 # With a score network $s_\theta \approx \nabla \log p_t$ and a Hessian network $H_\theta$, the model's
 # reverse transition is $\mathcal N(m_\theta, \frac{\sigma^2}{a^2} C_\theta)$ with $C_\theta = I + \sigma^2 H_\theta$.
 # Maximising its expected Gaussian log-likelihood along forward paths, and integrating the step's
-# noise out analytically (a lower-variance form we propose; same expectation, same maximiser), gives
-# per sample
+# noise out analytically (a lower-variance form we propose; "RB" for Rao-Blackwellised, an average
+# taken exactly instead of sampled; same expectation, same maximiser), gives per sample
 #
 # $$L^{RB} = \tfrac12 \log\det C_\theta + \tfrac12 \sigma^2 (s_\theta - s_0)^\top C_\theta^{-1} (s_\theta - s_0)
 # + \tfrac12 \kappa\, \mathrm{tr}(C_\theta^{-1}),$$
@@ -186,11 +190,13 @@ plt.show()
 # with the denoising target $s_0 = -(x_t - \sqrt{\bar\alpha_t} x_0)/(1 - \bar\alpha_t)$ and
 # $\kappa = 1 - \sigma^2/(1 - \bar\alpha_t)$. The middle term is a $C^{-1}$-weighted score matching; the
 # others match the covariance: the minimiser is $s^\star = \nabla \log p_t$ and
-# $C^\star = I + \sigma^2 \nabla^2 \log p_t$. With $C \equiv I$ it is denoising score matching with
-# likelihood weighting. We parameterise the Hessian as
+# $C^\star = I + \sigma^2 \nabla^2 \log p_t$. With $C \equiv I$ it is denoising score matching (DSM:
+# regressing the score network on the target $s_0$, the usual diffusion loss) with likelihood
+# weighting. We parameterise the Hessian as
 # $H_\theta = -\frac{I}{1 - \bar\alpha_t} + \frac{\bar\alpha_t}{(1 - \bar\alpha_t)^2} (\mathrm{diag}(e^{\lambda_\theta}) + L_\theta L_\theta^\top)$,
-# so $C_\theta = D + W W^\top$ is always positive definite and its inverse and determinant follow from
-# the Sherman-Morrison-Woodbury identity in $O(d r^2)$:
+# so $C_\theta = D + W W^\top$ (diagonal plus rank $r$) is always positive definite and its inverse and
+# determinant follow from the Sherman-Morrison-Woodbury identity (the inverse of a diagonal plus
+# low-rank matrix from an $r \times r$ inverse) in $O(d r^2)$:
 
 # %%
 errors = theory.smw_check(0, d=6, r=2)
@@ -221,3 +227,13 @@ print("Sherman-Morrison-Woodbury against dense algebra:", {k: f"{v:.1e}" for k, 
 # 2. In Figure 2, which of the two DDPM variances is closer to the matched one for small steps, and
 #    why? (Compare $\tilde\beta$ and the Tweedie covariance for Gaussian data.)
 # 3. Repeat the path-identity check with 50 steps instead of 10: does the Monte Carlo error change?
+#
+# ## Sources in detail
+#
+# Qian, Su, Huang and Chen, "Likelihood Matching for Diffusion Models", ICML 2026
+# ([arXiv 2508.03636](https://arxiv.org/abs/2508.03636)). **Only the abstract, the title page, short
+# summaries and the public reviews of an earlier version could be read**: the method section,
+# theorems, hyperparameters and result tables were not available, and no official code was found.
+# Everything beyond the abstract is reconstructed from exact, standard identities (the reverse-path
+# likelihood, second-order Tweedie moments); the schedule, the parameterisation of the Hessian, the
+# lower-variance form of the loss and all budgets are our choices, and are marked as such.

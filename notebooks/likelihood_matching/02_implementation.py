@@ -25,7 +25,10 @@
 # 3. train a small model with each objective and sample from it.
 #
 # The paper's method section could not be read: what follows is the reconstruction of the chapter's
-# theory notebook (and of the paper digest), with our choices marked.
+# theory notebook, with our choices marked. The *score* is the gradient $\nabla \log p_t$ of the
+# log-density of the data noised to time $t$, the *Hessian* its matrix of second derivatives
+# $\nabla^2 \log p_t$; second-order Tweedie formulas turn the two into the mean and covariance of a
+# reverse (denoising) step.
 
 # %%
 # Colab set-up: installs the book's package, replib, from its repository (branch main).
@@ -163,9 +166,14 @@ assert torch.all(torch.linalg.eigvalsh(C) > 0)
 # ## 5. Training, sampling and the metrics
 #
 # One network per objective, the same trunk for all: likelihood matching (LM), denoising score
-# matching (shared by the two DDPM baselines B1 and B2), LM with $C = I$ (B3, mean only) and LM with a
-# diagonal covariance (B4). The sampler draws each reverse step from the method's own Gaussian; the
-# metrics are the sliced Wasserstein-2 distance to fresh target samples and the NLL bound.
+# matching (DSM, the usual diffusion loss, shared by the two baselines B1 and B2 that sample with
+# DDPM's fixed isotropic reverse variances), LM with $C = I$ (B3, mean only) and LM with a diagonal
+# covariance (B4). The sampler draws each reverse step from the method's own Gaussian. The metrics
+# are the sliced Wasserstein-2 distance to fresh target samples (the points are projected on many
+# random directions, and the 1-D optimal-transport distances of the projections, sorted point
+# against sorted point, are averaged) and the NLL bound (an upper bound on the negative
+# log-likelihood of held-out data, in nats per dimension, built from the sampler's reverse
+# transitions).
 
 # %%
 core.show_source(method.sample)

@@ -15,23 +15,23 @@
 # %% [markdown]
 # # Edit refinement for masked diffusion LMs: theory
 #
-# > **Sources.** Ren, Zhan, Lu, Wang, Yang, Hou, Pan and Li, "ME-DLM: Edit-Based Refinement for
-# > Parallel Masked Diffusion Language Models", ICML 2026
-# > ([arXiv 2605.09603](https://arxiv.org/abs/2605.09603)), with official code
-# > ([renhouxing/ME-DLM](https://github.com/renhouxing/ME-DLM)). **Only the abstract and the opening
-# > of the introduction could be read**; the method below follows the official code (draft, edit
-# > passes, edit-label builder), which is exact for what the released system does. The toy task, the
-# > model size and all budgets are the book's digest's proposals or ours.
-#
 # **Learning goals.** After this notebook you can
 #
-# 1. explain why committing many tokens of a masked diffusion LM in one pass breaks answers whose
-#    positions depend on each other;
-# 2. compute a canonical minimal edit script from the Levenshtein table and turn it into the labels
-#    of the two heads (token head: keep, replace, delete; insertion head: the first token to insert
-#    before each position);
+# 1. explain why committing many tokens of a masked diffusion LM (a language model that starts from
+#    an all-masked answer and, at each forward pass, fills in some of the masked positions) in one
+#    pass breaks answers whose positions depend on each other;
+# 2. compute a canonical minimal edit script from the Levenshtein table (the table of edit
+#    distances between all prefixes of two sequences) and turn it into the labels of the two heads
+#    (token head: keep, replace, delete; insertion head: the first token to insert before each
+#    position);
 # 3. apply one edit pass and say when a single pass reaches the target;
 # 4. name the corner cases of the released label builder with repeated tokens, and measure them.
+#
+# **Sources.** Ren et al., "ME-DLM: Edit-Based Refinement for Parallel Masked Diffusion Language
+# Models", ICML 2026 ([arXiv 2605.09603](https://arxiv.org/abs/2605.09603)). Only the abstract and the
+# opening of the introduction could be read; the official code decided the method (draft, edit
+# passes, edit-label builder). The toy, the model size and every budget are ours ("Sources in detail"
+# at the end).
 
 # %%
 # Colab set-up: installs the book's package, replib, from its repository (branch main).
@@ -68,7 +68,8 @@ n_pairs = {"smoke": 2000, "book": 10000, "paper": 20000}[profile]
 # %% [markdown]
 # ## Marginals are not the joint
 #
-# A masked diffusion LM learns, for each masked position $i$, the marginal $p_\theta(x_i \mid x_t)$.
+# A masked diffusion LM learns, for each masked position $i$ of a partly masked sequence $x_t$, the
+# marginal $p_\theta(x_i \mid x_t)$: the distribution of that one position, whatever the others are.
 # Committing a set $\mathcal S$ of positions in one pass samples them independently, as if
 # $p(x_{\mathcal S} \mid x_t) = \prod_{i \in \mathcal S} p(x_i \mid x_t)$. The introduction's example: a model
 # trained on "2+2=4", "2+3=5" and "3+2=5" with equal weight.
@@ -88,9 +89,11 @@ assert abs(ex["p_valid_independent"] - 12 / 27) < 1e-12
 #
 # ## The edit model
 #
-# The network is a bidirectional transformer with two heads on each position's last hidden state: a
-# token head $p^{\text{cur}}(\cdot \mid i)$, which may also predict the new token `<del>`, and an insertion
-# head $p^{\text{nxt}}(\cdot \mid i)$. One edit pass (phase B of the official inference):
+# The network is a bidirectional transformer (every position attends to every other, before and
+# after it) with two heads on each position's last hidden state: a token head
+# $p^{\text{cur}}(\cdot \mid i)$, which may also predict the new token `<del>`, and an insertion head
+# $p^{\text{nxt}}(\cdot \mid i)$. One edit pass (phase B of the official inference; phase A is the
+# parallel draft):
 #
 # 1. one forward pass; $r_i = \arg\max p^{\text{cur}}(\cdot \mid i)$, and $g_i = \arg\max p^{\text{nxt}}(\cdot \mid i - 1)$,
 #    the insertion head of the *previous* position, as the proposal for the gap before position $i$;
@@ -118,7 +121,8 @@ for item in theory.worked_edit_examples():
 # label. The last line is a corner case of the released builder: inserting a copy of a token right
 # before that same token is unrepresentable ($g = r$ means "no insertion"), so the builder shifts such
 # an insertion label one gap to the right, but it does not check gap 0; there "cb" to "ccb" is labelled
-# as no change, and the oracle pass is stuck.
+# as no change, and the oracle pass (one pass that applies the labels themselves, as a perfect edit
+# model would) is stuck.
 #
 # ## How often is the oracle stuck?
 #
@@ -133,10 +137,9 @@ print(f"oracle pass does not reduce the distance: release rule {release:.2%}, ga
       f"({n_pairs:,} pairs)")
 
 # %% [markdown]
-# The digest reported about 4% and 0.6% with a random-pair generator it did not specify; the rate
-# depends on how the pairs are drawn, and ours is lower. The experiment keeps the release rule, as
-# the official code does: a stuck label only means that a later pass must do the work. It is rare,
-# but on a small vocabulary with many repeated tokens it is not negligible.
+# The rate depends on how the pairs are drawn. The experiment keeps the release rule, as the
+# official code does: a stuck label only means that a later pass must do the work. It is rare, but on
+# a small vocabulary with many repeated tokens it is not negligible.
 #
 # ## Counting forward passes
 #
@@ -158,8 +161,8 @@ assert sum(schedule) == 512 and len(schedule) + 16 == 512 // 8
 #   one pass, on a toy whose valid answers differ in content and length.
 # - Two edit passes should repair a good part of a one-pass draft.
 # - At an *equal* number of forward passes it is not clear that editing beats simply unmasking more
-#   slowly: on a tiny toy, an extra unmasking pass is cheap and very effective. The digest's pilot
-#   found no advantage; the experiment tests it as a falsification test.
+#   slowly: on a tiny toy, an extra unmasking pass is cheap and very effective. A pilot run while
+#   planning this chapter found no advantage; the experiment tests it as a falsification test.
 #
 # ## Summary
 #
@@ -176,3 +179,12 @@ assert sum(schedule) == 512 and len(schedule) + 16 == 512 // 8
 #    `method.apply_edits` (as `worked_edit_examples` does) to count the passes needed for "ab" to "awxyzb".
 # 3. Show that checking gap 0 in the equal-neighbour shift fixes "cb" to "ccb". Can a shift to the right
 #    ever break a label that was correct?
+#
+# ## Sources in detail
+#
+# Ren, Zhan, Lu, Wang, Yang, Hou, Pan and Li, "ME-DLM: Edit-Based Refinement for Parallel Masked
+# Diffusion Language Models", ICML 2026 ([arXiv 2605.09603](https://arxiv.org/abs/2605.09603)), with
+# official code ([renhouxing/ME-DLM](https://github.com/renhouxing/ME-DLM)). **Only the abstract and
+# the opening of the introduction could be read**; the method follows the official code (draft, edit
+# passes, edit-label builder), which is exact for what the released system does. The toy task, the
+# model size and all budgets are our choices.

@@ -18,7 +18,9 @@
 # This notebook builds ME-DLM from `replib.papers.me_dlm` (the toy in its `task` module, the method
 # in its `method` module) and the shared two-head bidirectional transformer
 # `replib.models.masked_lm.TwoHeadMLM`, each piece next to the step of the official code it
-# implements, and checked on small inputs.
+# implements, and checked on small inputs. ME-DLM starts from a masked diffusion language model
+# (MDLM: the answer starts fully masked and each forward pass fills in some masked positions) and
+# adds edit passes that replace, delete and insert tokens of a finished draft.
 #
 # **Learning goals.** After this notebook you can
 #
@@ -26,7 +28,8 @@
 # 2. run the parallel draft (phase A) with its confidence order and pass schedule;
 # 3. build the edit labels of a draft and apply an edit pass (phase B), including its
 #    substitution-only ablation;
-# 4. describe the two training modes: plain masked diffusion and on-policy edit training.
+# 4. describe the two training modes: plain masked diffusion and on-policy edit training (on the
+#    model's own current drafts, not on drafts made in advance).
 
 # %%
 # Colab set-up: installs the book's package, replib, from its repository (branch main).
@@ -90,8 +93,9 @@ assert ids.shape[1] + canvas.shape[1] == method.SEQ_LEN
 # %% [markdown]
 # ## 2. The network: a bidirectional transformer with two heads
 #
-# A BERT-style encoder (a `transformers` configuration with random weights; no causal mask) with a token
-# head and an insertion head on every position. The insertion head starts as a copy of the token head,
+# A BERT-style encoder (a transformer in which every position attends to every other, as in BERT; a
+# `transformers` configuration with random weights; no causal mask) with a token head and an
+# insertion head on every position. The insertion head starts as a copy of the token head,
 # as in the release.
 
 # %%
@@ -173,7 +177,8 @@ assert [len(r) for r in substitution["states"][2]] == [len(r) for r in drafts]
 # rate per row, stratified over the batch ($t_b = (\pi(b) + u_b)/B$ for a random permutation $\pi$, so
 # every batch covers $(0, 1)$ evenly), mask each response token (padding included) with probability
 # $t_b$, and train the token head on the masked positions and the insertion head at position $p$ on the
-# token at $p + 1$ when that one is masked. Each head's loss is LLaDA's,
+# token at $p + 1$ when that one is masked. Each head's loss is that of LLaDA (the 8B masked
+# diffusion LM that ME-DLM builds on), with $\mathrm{CE}_{b,i}$ the cross-entropy of the true token,
 # $\frac{1}{B}\sum_b \frac{1}{t_b L}\sum_{i\ \text{masked}} \mathrm{CE}_{b,i}$ with $L = 7$ the canvas.
 # The release instead averages the cross-entropy over a row's masked tokens *and* divides by $t$, which
 # gives the rows with few masks most of the weight (a row with one masked token counts as much as a
@@ -216,7 +221,7 @@ assert task.edit_targets([(3, 1, 2)], [(2, 1, 3)], [[1, 2, 3, method.EOS]]) == [
 # ## Exercises
 #
 # **Exercise 1.** Write `levenshtein(a, b)`, the edit distance with unit costs for replacing, deleting
-# and inserting a token.
+# and inserting a token. The grader passes strings and plain Python lists of integers.
 
 # %% tags=["solution", "hide-input"]
 def levenshtein(a, b):
@@ -234,7 +239,8 @@ exercises.check_levenshtein(levenshtein)
 
 # %% [markdown]
 # **Exercise 2.** Write `step_schedule(L, S)`: the number of tokens committed in each of $S$ passes,
-# $\lfloor L/S \rfloor + 1$ for the first $L \bmod S$ passes and $\lfloor L/S \rfloor$ after.
+# $\lfloor L/S \rfloor + 1$ for the first $L \bmod S$ passes and $\lfloor L/S \rfloor$ after. The grader
+# passes plain Python ints and compares your answer as a plain Python list.
 
 # %% tags=["solution", "hide-input"]
 def step_schedule(L, S):

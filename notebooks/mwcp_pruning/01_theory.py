@@ -15,24 +15,24 @@
 # %% [markdown]
 # # Dataset pruning on graphs: theory
 #
-# > **Sources.** Wu, Guo, Li, Liu, Chen, Sang and Gao, "Selecting Samples on Graphs: A Unified
-# > Dataset Pruning Framework for Lossless Training Acceleration", ICML 2026
-# > ([arXiv 2606.12913](https://arxiv.org/abs/2606.12913)). The arXiv text could not be read
-# > directly: the equations follow a third-party transcription of the paper (v2) and the official code
-# > ([Data-Selection-on-Graphs](https://github.com/dywu98/Data-Selection-on-Graphs)). The released
-# > code does not run the paper's greedy: it samples a new subset every epoch from softmax scores. We
-# > implement the paper's one-shot greedy (Eq. 8). Our choices: the monotone shift in its standard
-# > modular form (the paper's own statement of it has been questioned), the toy data and all budgets.
-#
 # **Learning goals.** After this notebook you can
 #
-# 1. write dataset pruning as a fixed-size maximum-weight clique problem: node weights for what a
-#    sample is worth on its own, non-positive edge weights for what two samples share;
+# 1. write dataset pruning as a fixed-size maximum-weight clique problem (MWCP: choose $b$ nodes of
+#    a weighted graph so that their node weights plus the weights of the edges among them are as
+#    large as possible): node weights for what a sample is worth on its own, non-positive edge
+#    weights for what two samples share;
 # 2. compute the greedy's marginal gain and explain why it balances informativeness against
 #    redundancy;
-# 3. show that the objective is submodular, and why a shift makes it monotone so that the greedy's
+# 3. show that the objective is submodular (adding a sample is worth less the more is already
+#    kept), and why a shift makes it monotone (adding a sample never lowers it) so that the greedy's
 #    $(1 - 1/e)$ guarantee applies;
 # 4. check the guarantee, and how loose it is, against exhaustive search on small instances.
+#
+# **Sources.** Wu et al., "Selecting Samples on Graphs: A Unified Dataset Pruning Framework for
+# Lossless Training Acceleration", ICML 2026 ([arXiv 2606.12913](https://arxiv.org/abs/2606.12913)).
+# The arXiv text could not be read directly; the equations follow a third-party transcription and
+# the official code, which, however, samples a new subset every epoch instead of running the paper's
+# greedy. We implement the greedy the paper describes ("Sources in detail" at the end).
 
 # %%
 # Colab set-up: installs the book's package, replib, from its repository (branch main).
@@ -73,9 +73,11 @@ instances = {"smoke": 50, "book": 200, "paper": 1000}[profile]
 #
 # Dataset pruning keeps a subset $S$ of the training set $T$, of size $b = (1 - p) N$ for a pruning
 # ratio $p$, so that training on $S$ costs less and loses little accuracy. *Intrinsic* criteria
-# score each sample on its own (loss, EL2N, forgetting, predictive entropy) and keep the top $b$: at
-# aggressive ratios they keep many hard samples that look alike. *Extrinsic* criteria (k-center,
-# herding, cluster coverage) keep a diverse set but ignore how informative each sample is.
+# score each sample on its own (its loss; EL2N, the norm of its error vector early in training; how
+# often it is forgotten during training; its predictive entropy) and keep the top $b$: at aggressive
+# ratios they keep many hard samples that look alike. *Extrinsic* criteria (k-center: repeatedly
+# keep the sample farthest from everything kept; herding: keep samples whose mean tracks the data's
+# mean; cluster coverage) keep a diverse set but ignore how informative each sample is.
 #
 # ## Samples as a graph
 #
@@ -88,9 +90,11 @@ instances = {"smoke": 50, "book": 200, "paper": 1000}[profile]
 #
 # Each unordered pair counts once. (The paper's sample-wise rewriting, Eqs. 4 and 5, sums each
 # sample's redundancy with all others and so counts every pair twice; we implement Eq. 3.) The paper
-# instantiates $I_{in}$ as the predictive entropy $H(\mathbf p_i) = -\sum_c p_i^c \log p_i^c$ and
-# $g(D) = \sigma(D) - 1$ with $D = 1 - \cos(z_i, z_j)$ on embeddings $z$: the closer two samples, the
-# larger the penalty.
+# instantiates $I_{in}$ as the predictive entropy $H(\mathbf p_i) = -\sum_c p_i^c \log p_i^c$ of a
+# model's class probabilities $\mathbf p_i$ (high when the model is unsure) and
+# $g(D) = \sigma(D) - 1$, with $\sigma$ the logistic sigmoid and $D = 1 - \cos(z_i, z_j)$ on
+# embeddings $z$ (a model's hidden representation of each sample): the closer two samples, the larger
+# the penalty.
 
 # %%
 D = np.linspace(0, 2, 100)
@@ -113,7 +117,8 @@ plt.show()
 # starts from $S = \emptyset$ and adds $\arg\max_x \Delta(x \mid S)$ until $|S| = b$. It needs only
 # one running gain per sample: after each pick $x^\star$, every other sample's gain changes by
 # $g(D(\cdot, x^\star))$. The paper sparsifies the graph: edges only inside a neighbourhood (same
-# class and same k-means cluster), so each step touches one cluster.
+# class and same k-means cluster, a group found by k-means clustering of the embeddings), so each
+# step touches one cluster.
 #
 # A 2-D toy shows the trade-off. Three clusters; the points of the first are the most informative,
 # but they sit close together. We keep 12 points with the Euclidean distance as $D$.
@@ -159,7 +164,7 @@ plt.show()
 #
 # **Monotonicity** fails, though: a marginal gain can be negative. The classical result of
 # Nemhauser, Wolsey and Fisher, $F(S_{greedy}) \ge (1 - 1/e) F(S^\star)$ under $|S| = b$, needs a
-# normalised, monotone submodular $F$. Adding a constant $c$ per kept element,
+# normalised ($F(\emptyset) = 0$), monotone submodular $F$. Adding a constant $c$ per kept element,
 # $F_c(S) = F(S) + c|S|$ with $c \ge \max_x (\sum_j |a_{xj}| - w_x)$, makes every marginal non-negative
 # (the paper's Eq. 27 states the shift differently; we use this standard modular form). At a fixed
 # size $|S| = b$ the shift adds the same $cb$ to every candidate set, so the greedy's choices and
@@ -228,3 +233,14 @@ print(f"remove sample {drop}: F = {f_best:.3f}, the exhaustive optimum")
 # 2. In the toy above, raise $\alpha$ until the greedy keeps only informative points. How does the
 #    threshold depend on the distances inside the informative cluster?
 # 3. Construct a three-sample instance on which the greedy is not optimal for $b = 2$.
+#
+# ## Sources in detail
+#
+# Wu, Guo, Li, Liu, Chen, Sang and Gao, "Selecting Samples on Graphs: A Unified Dataset Pruning
+# Framework for Lossless Training Acceleration", ICML 2026
+# ([arXiv 2606.12913](https://arxiv.org/abs/2606.12913)). The arXiv text could not be read directly:
+# the equations follow a third-party transcription of the paper (v2) and the official code
+# ([Data-Selection-on-Graphs](https://github.com/dywu98/Data-Selection-on-Graphs)). The released
+# code does not run the paper's greedy: it samples a new subset every epoch from softmax scores. We
+# implement the paper's one-shot greedy (Eq. 8). Our choices: the monotone shift in its standard
+# modular form (the paper's own statement of it has been questioned), the toy data and all budgets.

@@ -23,6 +23,11 @@
 #    neighbourhoods, the objective, the marginal gain and the vectorised greedy;
 # 2. check each piece on an input small enough to verify by hand;
 # 3. run the selectors that the experiment compares, and time the greedy at $n = 20{,}000$.
+#
+# The method (MWCP, for maximum-weight clique problem) keeps a fixed number $b$ of training samples
+# chosen greedily on a graph: each sample's node weight says how informative it is, each edge's
+# non-positive weight how redundant two samples are. Algorithm 1 is the paper's pipeline: score the
+# samples with a proxy, build the graph, then select greedily.
 
 # %%
 # Colab set-up: installs the book's package, replib, from its repository (branch main).
@@ -91,7 +96,8 @@ print(f"pool of {pool.n} images, {pool.is_dup.sum()} of them near-copies")
 # %% [markdown]
 # ## 2. Intrinsic value and embeddings from a proxy (step 1 of Algorithm 1)
 #
-# A proxy network (64-128-10, the shared `replib.models.mlp.MLP`) trained briefly on the whole pool
+# A proxy network (a small model trained only to score the data; here an MLP, a fully connected
+# network of layers 64-128-10, the shared `replib.models.mlp.MLP`) trained briefly on the whole pool
 # gives each sample's predictive entropy, the paper's choice of the intrinsic score $I_{in}$ in the
 # node weights of Eq. 2, $I_{in}(x_i) = H(\mathbf p_i) = -\sum_c p_i^c \log p_i^c$, and its
 # 128-dimensional hidden embedding.
@@ -110,9 +116,11 @@ print(f"proxy test accuracy {proxy.test_accuracy:.1f}% after 150 steps ({proxy.s
 # %% [markdown]
 # ## 3. The redundancy weight and the neighbourhoods (step 2)
 #
-# The edge weight is $a_{ij} = g(D(z_i, z_j))$ with $D = 1 - \cos(z_i, z_j)$ and $g(D) = \sigma(D) - 1$.
-# Edges exist only inside a neighbourhood: the same class and the same k-means cluster within that
-# class (5 clusters per class), the paper's structured sparsification. A missing edge weighs 0.
+# The edge weight is $a_{ij} = g(D(z_i, z_j))$ with the cosine distance $D = 1 - \cos(z_i, z_j)$ of
+# two embeddings and $g(D) = \sigma(D) - 1$, $\sigma$ the logistic sigmoid. Edges exist only inside a
+# neighbourhood: the same class and the same k-means cluster within that class (k-means splits the
+# class's embeddings into 5 groups around 5 centres), the paper's structured sparsification. A
+# missing edge weighs 0.
 
 # %%
 core.show_source(method.redundancy_weight)
@@ -246,7 +254,9 @@ exercises.check_redundancy_weight(redundancy_weight)
 
 # %% [markdown]
 # **Exercise 2.** Write the marginal gain of Eq. 7: `marginal_gain(x, S, w, A)` for a sample `x`, a
-# list `S` of kept samples, node weights `w` and a dense matrix of edge weights `A`.
+# list `S` of kept samples, node weights `w` and a dense matrix of edge weights `A`. The grader
+# passes `x` as an int, `S` as a plain Python list of indices (possibly empty) and `w`, `A` as NumPy
+# arrays.
 
 # %% tags=["solution", "hide-input"]
 def marginal_gain(x, S, w, A):

@@ -15,17 +15,6 @@
 # %% [markdown]
 # # Logicality-guided reasoning data: theory
 #
-# > **Sources.** "PhysLogic: Scientific Logicality Enriched Methodology for LLM Reasoning: A
-# > Practice in Physics", ICML 2026 ([arXiv 2605.17104](https://arxiv.org/abs/2605.17104)), with
-# > official evaluation code ([ScienceOne-AI/PhysLogic](https://github.com/ScienceOne-AI/PhysLogic)).
-# > **Only the abstract and the first lines of the paper could be read.** The three logicality
-# > metrics below (F, O, P) follow the official metric code exactly, quirks included; the one change
-# > is the sentence encoder, a TF-IDF encoder instead of the neural all-MiniLM-L6-v2 (no downloads).
-# > How the paper samples its logicality-rich training data, how it trains, its backbones and all its
-# > numbers are **not stated in the available material**. The book's version, best-of-K selection by
-# > the score $S = (F + O + P)/3$ among correct candidates, the synthetic PhysChain problems, the
-# > teacher with controlled defects and the nexus weights are **proposed** (the digest's or ours).
-#
 # **Learning goals.** After this notebook you can
 #
 # 1. say what the paper means by the logicality of a reasoning trace, and why a correct answer does
@@ -35,6 +24,14 @@
 # 3. predict which defect of a trace each metric sees, and where the metrics have blind spots;
 # 4. explain why selecting training traces by logicality can change what a model learns even when
 #    every selected trace has the right answer.
+#
+# **Sources.** "PhysLogic: Scientific Logicality Enriched Methodology for LLM Reasoning: A Practice
+# in Physics", ICML 2026 ([arXiv 2605.17104](https://arxiv.org/abs/2605.17104)), with official
+# evaluation code ([ScienceOne-AI/PhysLogic](https://github.com/ScienceOne-AI/PhysLogic)). Only the
+# abstract and the first lines of the paper could be read. The official code decided the three
+# logicality metrics, which we follow exactly; how the paper selects and trains on its data could
+# not be read, so the book's version of that part is our own proposal (see "Sources in detail" at the
+# end).
 
 # %%
 # Colab set-up: installs the book's package, replib, from its repository (branch main).
@@ -101,7 +98,9 @@ for w, n in zip(weights, nexuses):
 # $M_{ij} = \cos(e(n_i), e(s_j))$ is a $K \times m$ matrix.
 #
 # **Logical fidelity** (coverage). A greedy one-to-one matching $\mathcal P$ takes the largest
-# remaining $M_{ij} \ge \tau$ ($\tau = 0.3$), removes its row and column, and repeats. Then
+# remaining $M_{ij} \ge \tau$ ($\tau = 0.3$), removes its row and column, and repeats. Then the
+# recall Rec (how much of the nexuses' weight the matches cover), the precision Prec (the share of
+# sentences matched to a nexus) and their harmonic mean $F$ are
 # $$\text{Rec} = \frac{\sum_{(i,j) \in \mathcal P} w_i M_{ij}}{\sum_i w_i}, \qquad
 #   \text{Prec} = \frac{|\mathcal P|}{m}, \qquad F = \frac{2\,\text{Prec}\,\text{Rec}}{\text{Prec} + \text{Rec}}.$$
 # Recall is weighted and similarity valued; precision is a plain count of matched sentences.
@@ -118,8 +117,10 @@ for w, n in zip(weights, nexuses):
 # ## 3. Four traces of one problem
 #
 # A defect-free trace, one that skips the first step (the later step still quotes its value), one
-# that swaps two dependent steps and one that repeats a step. The encoder is TF-IDF over words and
-# word pairs, fitted on the nexus sentences of every PhysChain problem.
+# that swaps two dependent steps and one that repeats a step. The encoder is TF-IDF (term frequency
+# times inverse document frequency: a sentence becomes a vector of counts of its words and word
+# pairs, each count scaled down the more sentences share that word), fitted on the nexus sentences of
+# every PhysChain problem.
 
 # %%
 encoder = method.TfidfEncoder(task.reference_sentences(task.all_problems((2, 3))))
@@ -256,7 +257,8 @@ plt.show()
 #
 # ## What to expect in the experiment
 #
-# The same tiny GPT is fine-tuned on one trace per training problem, chosen either by logicality
+# The same tiny GPT (a small decoder-only transformer language model of the GPT-2 kind, trained here
+# from scratch) is fine-tuned on one trace per training problem, chosen either by logicality
 # (the highest $S$ among correct candidates) or by correctness only (a random correct candidate),
 # with the same problems, budget and seeds. If the paper's findings carry over, the first model's
 # held-out solutions score higher on $F$ (finding 1) and are right more often (finding 2).
@@ -279,3 +281,16 @@ plt.show()
 # 3. In the selection simulation, let logical candidates be correct more often than the others
 #    ($c_1 = 0.9$, $c_0 = 0.6$). How much of the logicality-guided advantage does correctness-only
 #    selection recover, and why?
+#
+# ## Sources in detail
+#
+# The three logicality metrics ($F$, $O$, $P$: sentence splitting, greedy matching at $\tau = 0.3$,
+# weighted recall, positional centroids, novelty of each sentence's focus) follow the official metric
+# code exactly, quirks included. The one change is the sentence encoder: TF-IDF instead of the neural
+# all-MiniLM-L6-v2, so that nothing is downloaded. How the paper samples its logicality-rich training
+# data, how it trains, its three backbones and all its numbers are not in the part of the paper that
+# could be read: the abstract states only the two qualitative findings the experiment tests. The
+# book's version of the rest is ours: the synthetic PhysChain problems, the nexus weights (2 for the
+# step that derives the asked quantity, 1 for the others; the paper's weights come with its data), the
+# teacher with controlled defects, and best-of-$K$ selection by $S = (F + O + P)/3$ among correct
+# candidates.

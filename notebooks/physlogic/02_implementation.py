@@ -15,15 +15,18 @@
 # %% [markdown]
 # # Logicality-guided reasoning data: implementation
 #
-# This notebook builds the pieces of `replib.papers.physlogic`: the PhysChain problems and the
-# teacher (its `task` module), the logicality assessment and the trace selection (its `method`
-# module), and the fine-tuning loop around the shared tiny GPT of `replib.models.causal_lm` (its
-# `experiment` module). Each metric sits next to the step of the official code it implements and is
+# This notebook builds the pieces of `replib.papers.physlogic`: the PhysChain problems (synthetic
+# physics word problems) and the teacher that writes candidate solutions (its `task` module), the
+# logicality assessment (logical fidelity $F$, causal connection $O$, inferential progress $P$) and
+# the trace selection (its `method` module), and the fine-tuning loop around the shared tiny GPT (a
+# small decoder-only transformer language model, trained from scratch) of `replib.models.causal_lm`
+# (its `experiment` module). Each metric sits next to the step of the official code it implements and is
 # checked on small inputs.
 #
 # **Learning goals.** After this notebook you can
 #
-# 1. generate PhysChain problems, their nexuses, and candidate solutions with controlled defects;
+# 1. generate PhysChain problems, their nexuses (the key derivation steps a solution should cover),
+#    and candidate solutions with controlled defects;
 # 2. implement every step of the logicality assessment and test it on matrices you can check by hand;
 # 3. select one training trace per problem by logicality or by correctness, and fine-tune and
 #    evaluate the tiny language model on the result.
@@ -122,9 +125,10 @@ core.show_source(method.split_sentences)
 assert method.split_sentences("F = 2.5 N. So W = 3! Done") == ["F = 2.5 N", "So W = 3", "Done"]
 
 # %% [markdown]
-# **Step 2: the similarity matrix** $M_{ij} = \cos(e(n_i), e(s_j))$, with the TF-IDF encoder in
-# place of the paper's neural one (words and word pairs; single letters and numbers count as words;
-# the phrases every step shares are stop words).
+# **Step 2: the similarity matrix** $M_{ij} = \cos(e(n_i), e(s_j))$, with a TF-IDF encoder (term
+# frequency times inverse document frequency: counts of words and word pairs, each scaled down the
+# more sentences share it) in place of the paper's neural one (single letters and numbers count as
+# words; the phrases every step shares are stop words, left out).
 
 # %%
 core.show_source(method.TfidfEncoder)
@@ -146,8 +150,9 @@ crafted = np.array([[0.9, 0.8, 0.0], [0.85, 0.1, 0.0], [0.0, 0.0, 0.5]])
 assert method.greedy_match(crafted) == [(0, 0), (2, 2)]  # the optimal assignment would pair (0,1), (1,0)
 
 # %% [markdown]
-# **Step 4: logical fidelity**, $\text{Rec} = \sum_{\mathcal P} w_i M_{ij} / \sum_i w_i$,
-# $\text{Prec} = |\mathcal P| / m$, $F$ their harmonic mean.
+# **Step 4: logical fidelity**, the weighted recall $\text{Rec} = \sum_{\mathcal P} w_i M_{ij} / \sum_i
+# w_i$ (how much of the nexuses' weight is covered), the precision $\text{Prec} = |\mathcal P| / m$
+# (the share of sentences matched to a nexus), and $F$ their harmonic mean.
 
 # %%
 core.show_source(method.fidelity)

@@ -15,25 +15,24 @@
 # %% [markdown]
 # # RL from off-policy prefixes: theory
 #
-# > **Sources.** Setlur, Wang, Cohen, Rashidinejad and Xie, "Reuse your FLOPs: Scaling RL on Hard
-# > Problems by Conditioning on Very Off-Policy Prefixes", ICML 2026
-# > ([arXiv 2601.18795](https://arxiv.org/abs/2601.18795)). **Only the abstract, the first lines of
-# > the introduction and third-party summaries could be read**, and no official code was found. The
-# > loop below (prefixes of correct traces, on-policy RL on the completion only, evaluation without
-# > prefixes) follows the abstract. The paper's theorems (consistency, sample efficiency) were not
-# > available: this notebook illustrates them with standard arguments on a combination lock, which is
-# > the book's choice, as are the group-relative update, the distribution of prefix lengths and every
-# > number below.
-#
 # **Learning goals.** After this notebook you can
 #
-# 1. explain why group-relative RL gets no gradient on problems the policy almost never solves, and
-#    how much a prefix of a correct trace changes that;
+# 1. explain why group-relative reinforcement learning (RL) gets no gradient on problems the policy
+#    almost never solves, and how much a prefix of a correct trace changes that;
 # 2. state the prefixed objective and argue why its optimum is the optimum of the original one;
 # 3. see on a combination lock why starting from states along a correct trace turns an exponential
 #    number of policy-gradient iterations into a polynomial one;
 # 4. explain why improvement on prefixed problems can carry back to the unprefixed ones only when
 #    parameters are shared across states.
+#
+# **Sources.** Setlur, Wang, Cohen, Rashidinejad and Xie, "Reuse your FLOPs: Scaling RL on Hard
+# Problems by Conditioning on Very Off-Policy Prefixes", ICML 2026
+# ([arXiv 2601.18795](https://arxiv.org/abs/2601.18795)); FLOPs are floating-point operations, that is
+# compute, and an off-policy prefix is the start of a correct answer written by something other than
+# the policy being trained. Only the abstract, the first lines of the introduction and third-party
+# summaries could be read, and no official code was found. The loop follows the abstract; the paper's
+# theorems were not available, so the arguments and every number below are ours (see "Sources in
+# detail" at the end).
 
 # %%
 # Colab set-up: installs the book's package, replib, from its repository (branch main).
@@ -71,9 +70,10 @@ profile = core.resolve_profile(profile)
 # %% [markdown]
 # ## Hard problems starve group-relative RL
 #
-# RL with a verifier: a policy $\pi_\theta$ answers a problem $x$ with $y = (y_1, \dots, y_T)$ and gets
-# reward $r(x, y) \in \{0, 1\}$. Group-relative methods (GRPO and relatives) draw $G$ answers per
-# problem and weight each answer's log-likelihood gradient by its advantage
+# RL with a verifier (a program that checks an answer): a policy $\pi_\theta$ answers a problem $x$
+# with $y = (y_1, \dots, y_T)$ and gets reward $r(x, y) \in \{0, 1\}$. Group-relative methods (GRPO,
+# group relative policy optimization, and its relatives) draw $G$ answers per problem and weight each
+# answer's log-likelihood gradient by its advantage
 #
 # $$A_i = \frac{r_i - \bar r}{\operatorname{std}(r_1, \dots, r_G) + \epsilon}.$$
 #
@@ -102,10 +102,10 @@ print(f"no prefix: p = {q ** H:.1e}, a group of {G} has a signal with probabilit
 # against the prefix length, on a lock with $H = 20$ steps and per-step accuracy $q = 0.6$ (the
 # experiment's starved regime).*
 #
-# Without a prefix the problem is practically invisible to RL: about one group in three thousand has
-# a signal. With $h$ between 10 and 18 (the experiment's range) the chance rises from about 5% to
-# about 97%, about 40% on average; a model that improves along the way pushes it higher. Finding one correct trace costs $1/p$ samples
-# once; RL without a prefix would pay that for every useful update.
+# Without a prefix the problem is practically invisible to RL: about one group in three thousand has a
+# signal. With $h$ between 10 and 18 (the experiment's range) the chance rises from about 5% to about
+# 97%, about 40% on average; a model that improves along the way pushes it higher. Finding one correct
+# trace costs $1/p$ samples once; RL without a prefix would pay that for every useful update.
 #
 # ## The prefixed objective keeps the optimum
 #
@@ -138,11 +138,11 @@ consistency["trees"][["rho", "rho0", "min_max_j_pre", "all_pi_star", "min_share_
 # %% [markdown]
 # ## Resets along a correct trace: exponential against polynomial
 #
-# On the lock with $n$ actions per state and a tabular softmax policy started uniform, exact policy
-# gradient from the start state alone sees a gradient of order $n^{-H}$; starting each episode from a
-# state drawn uniformly along the correct trace (a prefix "reset") gives the deep states a large
-# gradient first, and their success then makes the shallower ones learnable. Iterations of exact
-# gradient ascent until the start state's success reaches 0.9:
+# On the lock with $n$ actions per state and a tabular softmax policy (one free logit per state and
+# action) started uniform, exact policy gradient from the start state alone sees a gradient of order
+# $n^{-H}$; starting each episode from a state drawn uniformly along the correct trace (a prefix
+# "reset") gives the deep states a large gradient first, and their success then makes the shallower
+# ones learnable. Iterations of exact gradient ascent until the start state's success reaches 0.9:
 
 # %%
 horizons = [2, 3, 4, 5, 6, 7]
@@ -208,15 +208,16 @@ assert final.loc["tabular", "p_start"] == 0.25  # never trained, still uniform o
 #   steps) should see almost no group with a signal and stay near the base model's pass rate.
 # - With prefixes of 10 to 18 steps many groups carry a signal, and the no-prefix success should rise
 #   through shared parameters, including at the positions that were never completions.
-# - SFT on the same correct traces should be a strong baseline here: the traces are exactly what a
-#   correct policy would write, so imitating them is not harmful. The paper's advantage over
-#   SFT-then-RL comes from traces that are *very* off-policy; our oracle traces are not. The
-#   experiment tests the headline in the paper's own setting anyway, a moderate regime where the
-#   traces are found by rejection sampling the base model (12-step chains, success about $0.6^{12}$)
-#   and that compute is charged. The cost of a trace above ($1/p$ samples, about 500 at
-#   $p = 0.6^{12}$, capped at 256) says what to expect of the charge: finding the traces costs more
-#   tokens than 100 small RL steps sample, so within this budget a method that pays for them cannot
-#   be much faster than another that pays the same.
+# - SFT (supervised fine-tuning: training the model to imitate the traces token by token) on the same
+#   correct traces should be a strong baseline here: the traces are exactly what a correct policy
+#   would write, so imitating them is not harmful. The paper's advantage over SFT-then-RL comes from
+#   traces that are *very* off-policy; our oracle traces (written by the task's generator) are not.
+#   The experiment tests the headline in the paper's own setting anyway, a moderate regime where the
+#   traces are found by rejection sampling the base model (drawing answers until one is correct;
+#   12-step chains, success about $0.6^{12}$) and that compute is charged. The cost of a trace above
+#   ($1/p$ samples, about 500 at $p = 0.6^{12}$, capped at 256) says what to expect of the charge:
+#   finding the traces costs more tokens than 100 small RL steps sample, so within this budget a
+#   method that pays for them cannot be much faster than another that pays the same.
 #
 # ## Summary
 #
@@ -235,3 +236,12 @@ assert final.loc["tabular", "p_start"] == 0.25  # never trained, still uniform o
 # 3. Compute the expected number of sampled tokens to find one correct 20-step trace by rejection
 #    sampling a policy with per-step accuracy 0.6, and compare it with the tokens of 100 RL steps
 #    of 16 problems times 8 answers.
+#
+# ## Sources in detail
+#
+# The loop (prefixes of correct traces, on-policy RL on the completion only, that is RL on answers the
+# trained policy samples itself, and evaluation without prefixes) follows the abstract. The prefixes
+# may come from another model, a program, or earlier rejection sampling (drawing answers until one is
+# correct). The paper's theorems (consistency, sample efficiency) were not available: this notebook
+# illustrates them with standard arguments on a combination lock, which is the book's choice, as are
+# the group-relative update, the distribution of prefix lengths and every number above.

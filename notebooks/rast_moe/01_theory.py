@@ -15,30 +15,25 @@
 # %% [markdown]
 # # Regime-aware MoE for delayed matching: theory
 #
-# > **Sources.** "RAST-MoE-RL: A Regime-Aware Spatio-Temporal MoE Framework for Deep Reinforcement
-# > Learning in Ride-Hailing", ICML 2026 ([arXiv 2512.13727](https://arxiv.org/abs/2512.13727)).
-# > **Only the abstracts** (arXiv v1 and the ICML version) and the **public reviews of an earlier
-# > version** ([OpenReview](https://openreview.net/forum?id=xQRAo9YUQ3)) could be read; the full text
-# > was not available and **no official code** was found. Stated there: zone-wise binary hold/release
-# > actions with independent Bernoulli heads, batched matching of the released zones, travel times
-# > from a congestion surrogate consistent with a macroscopic fundamental diagram (MFD), a reward
-# > with an adaptive penalty that keeps service violations near a 5% tolerance, a Transformer encoder
-# > with a sparse mixture of experts (MoE) routed from a pooled state embedding (16 experts, top 4,
-# > about 12M parameters), and PPO. **Not stated**, and therefore the book's digest's proposals or our
-# > choices: the matching algorithm and radius, the form of the congestion relation, the state
-# > features, the reward's exact form and normaliser, the definition of a violation, the step of the
-# > multiplier, the load-balancing loss, the PPO hyperparameters, and the toy city itself. The
-# > illustrations in this notebook are ours.
-#
 # **Learning goals.** After this notebook you can
 #
 # 1. explain why holding requests can shorten pickups, and why the right amount of holding depends
 #    on the demand regime;
 # 2. describe the density-speed feedback that makes long pickups slow everyone down;
-# 3. count the parameters and the active parameters of a top-$k$ mixture of experts, and write its
-#    routing rule;
-# 4. show how an online Lagrange multiplier holds a constraint at its tolerance, where fixed weights
-#    either violate it or over-correct.
+# 3. count the parameters and the active parameters of a top-$k$ mixture of experts (MoE: several
+#    small networks, the experts, of which a router runs only the $k$ best suited to each input), and
+#    write its routing rule;
+# 4. show how an online Lagrange multiplier (a penalty weight on the constraint that is itself
+#    adjusted during training) holds a constraint at its tolerance, where fixed weights either violate
+#    it or over-correct.
+#
+# **Sources.** "RAST-MoE-RL: A Regime-Aware Spatio-Temporal MoE Framework for Deep Reinforcement
+# Learning in Ride-Hailing", ICML 2026 ([arXiv 2512.13727](https://arxiv.org/abs/2512.13727)). Only
+# the abstracts (arXiv v1 and the ICML version) and the public reviews of an earlier version
+# ([OpenReview](https://openreview.net/forum?id=xQRAo9YUQ3)) could be read; the full text was not
+# available and no official code was found. What they state (the actions, the encoder, the adaptive
+# penalty, the training algorithm) is followed; everything they leave open is our choice (see
+# "Sources in detail" at the end).
 
 # %%
 # Colab set-up: installs the book's package, replib, from its repository (branch main).
@@ -123,12 +118,13 @@ plt.show()
 # %% [markdown]
 # ## 2. Congestion feeds back on pickups
 #
-# The paper computes travel times from an hourly, MFD-consistent origin-destination table; its form
-# is not stated. The toy uses a Greenshields-style relation
-# $v = v_f \max(0.2,\ 1 - \rho / \rho_j)$, with $\rho$ the fleet's busy fraction plus a background
-# density in peaks, $v_f = 28.8$ km/h and $\rho_j = 2$. The flow $q = \rho v$ peaks at
-# $\rho = \rho_j/2$. Long pickups keep vehicles busy longer, raise $\rho$ and slow every trip: the
-# "wild-goose chase" that makes myopic matching costly.
+# The paper computes travel times from an hourly origin-destination table consistent with a
+# macroscopic fundamental diagram (MFD: the relation between how dense traffic is in a city and how
+# fast it moves); its form is not stated. The toy uses a Greenshields-style relation (speed falling
+# linearly with density) $v = v_f \max(0.2,\ 1 - \rho / \rho_j)$, with $\rho$ the fleet's busy
+# fraction plus a background density in peaks, $v_f = 28.8$ km/h and $\rho_j = 2$. The flow
+# $q = \rho v$ peaks at $\rho = \rho_j/2$. Long pickups keep vehicles busy longer, raise $\rho$ and
+# slow every trip: the "wild-goose chase" that makes myopic matching costly.
 
 # %%
 busy = np.linspace(0, 1, 51)
@@ -147,19 +143,23 @@ plt.show()
 # %% [markdown]
 # ## 3. The policy and the sparse mixture of experts
 #
-# **Policy.** Independent Bernoulli heads, one per zone (stated):
+# **Policy.** Independent Bernoulli heads, one per zone, each giving the probability of releasing that
+# zone (stated):
 # $\pi_\theta(a \mid s) = \prod_{z} \sigma(\ell_z)^{a_z} (1 - \sigma(\ell_z))^{1 - a_z}$, so
-# $\log \pi = \sum_z [a_z \log \sigma(\ell_z) + (1 - a_z) \log(1 - \sigma(\ell_z))]$ and the entropy is
-# the sum of the zones' Bernoulli entropies. Independent heads cannot express coordinated holding
+# $\log \pi = \sum_z [a_z \log \sigma(\ell_z) + (1 - a_z) \log(1 - \sigma(\ell_z))]$ and the entropy
+# is the sum of the zones' Bernoulli entropies. Independent heads cannot express coordinated holding
 # ("hold here so that the vehicle is free for the neighbour"), a limitation the reviews raised.
 #
-# **Encoder.** Tokens are the zones (plus one global token). A Transformer mixes them; in the last
-# block the feed-forward network is a sparse MoE. The router sees one pooled vector per state,
-# $\bar h = \frac1Z \sum_z h_z$ (stated: a pooled global embedding), computes
-# $q = \mathrm{softmax}(W_r \bar h)$, keeps the $k$ largest entries $\mathcal T$ and renormalises them,
-# $\tilde q_e = q_e / \sum_{e' \in \mathcal T} q_{e'}$; every token then goes through the same experts:
-# $h_z' = h_z + \sum_{e \in \mathcal T} \tilde q_e \, \mathrm{FFN}_e(\mathrm{LN}(h_z))$ (the digest's
-# proposed form). One routing decision per *state* is what lets experts specialise by *regime*.
+# **Encoder.** Tokens are the zones (plus one global token). A Transformer (a network whose attention
+# layers let every token read every other) mixes them; in the last block the feed-forward network is a
+# sparse MoE. The router sees one pooled vector per state, $\bar h = \frac1Z \sum_z h_z$ (stated: a
+# pooled global embedding), computes $q = \mathrm{softmax}(W_r \bar h)$, keeps the $k$ largest entries
+# $\mathcal T$ and renormalises them, $\tilde q_e = q_e / \sum_{e' \in \mathcal T} q_{e'}$; every
+# token then goes through the same experts:
+# $h_z' = h_z + \sum_{e \in \mathcal T} \tilde q_e \, \mathrm{FFN}_e(\mathrm{LN}(h_z))$, with
+# $\mathrm{FFN}_e$ expert $e$'s feed-forward network and $\mathrm{LN}$ a layer normalisation (our
+# form: the paper states the pooled routing, not the block). One routing decision per *state* is what
+# lets experts specialise by *regime*.
 #
 # **Parameters against active parameters.** Each state runs only $k$ of the $E$ experts, so the
 # compute per state stays near that of a dense block while the capacity grows with $E$.
@@ -183,10 +183,10 @@ print("router probabilities", q.numpy().round(3), "-> gates", gates.numpy().roun
 assert torch.allclose(gates.sum(-1), torch.ones(1)) and set(chosen[0].tolist()) == {1, 3}
 
 # %% [markdown]
-# A router can collapse onto one expert; a load-balancing loss (Switch style, not stated in the
-# paper, proposed by the digest) $L_{bal} = E \sum_e f_e \bar q_e$, with $f_e$ the share of states
-# whose top-1 expert is $e$ and $\bar q_e$ its mean router probability, equals 1 under uniform routing
-# and $E$ under full collapse.
+# A router can collapse onto one expert; a load-balancing loss (in the style of the Switch
+# Transformer; our choice, since the paper states none) $L_{bal} = E \sum_e f_e \bar q_e$, with $f_e$
+# the share of states whose top-1 expert is $e$ and $\bar q_e$ its mean router probability, equals 1
+# under uniform routing and $E$ under full collapse.
 #
 # ## 4. The adaptive penalty: dual ascent
 #
@@ -194,9 +194,10 @@ assert torch.allclose(gates.sum(-1), torch.ones(1)) and set(chosen[0].tolist()) 
 # pickup costs more than a request's remaining wait, letting the request abandon is cheaper than
 # serving it. The paper adds a penalty on service violations (here: abandonments after 10 minutes)
 # whose weight $\lambda$ moves online against a 5% tolerance, the dual variable of the constrained
-# problem
-# $\max_\pi \min_{\lambda \ge 0}\ J_r(\pi) - \lambda\,(J_v(\pi) - 0.05)$. After each PPO iteration
-# $\lambda \leftarrow [\lambda + \eta(\bar v - 0.05)]_+$ (the step is the digest's proposal).
+# problem $\max_\pi \min_{\lambda \ge 0}\ J_r(\pi) - \lambda\,(J_v(\pi) - 0.05)$. After each iteration
+# of PPO (proximal policy optimization, the policy-gradient reinforcement-learning algorithm the paper
+# trains with) $\lambda \leftarrow [\lambda + \eta(\bar v - 0.05)]_+$ (the step $\eta$ is our choice;
+# the paper gives no number here).
 #
 # A two-armed bandit shows the mechanism: a fast arm (reward 1.0, violation probability 0.15) and a
 # safe arm (reward 0.6, no violations), and a soft best response to the Lagrangian reward
@@ -227,10 +228,11 @@ assert abs(adaptive["violation"][-1] - 0.05) < 0.01
 #
 # ## What to expect in the experiment
 #
-# - The base models (PPO with an MLP or a dense Transformer) should learn to match at least as well
-#   as the best fixed release interval (the precondition), and a regime-aware policy could do better
-#   by holding only in the regimes where it pays. In the toy, the gain a perfect regime switch could
-#   make over the best fixed interval is a few percent, far from the paper's 13%.
+# - The base models (PPO with an MLP, a multilayer perceptron, or a dense Transformer) should learn to
+#   match at least as well as the best fixed release interval (the precondition), and a regime-aware
+#   policy could do better by holding only in the regimes where it pays. In the toy, the gain a
+#   perfect regime switch could make over the best fixed interval is a few percent, far from the
+#   paper's 13%.
 # - Experts can only specialise if the router sees the regime in the pooled state; with a handful
 #   of regimes and a small model, specialisation and its value are open questions.
 # - The adaptive multiplier should keep abandonments near 5%; a pickup-heavy fixed weighting should
@@ -252,3 +254,17 @@ assert abs(adaptive["violation"][-1] - 0.05) < 0.01
 #    does that suggest about the step size of the adaptive penalty?
 # 3. With $E = 16$ and $k = 4$, what share of the expert parameters does one state use? What share
 #    would per-token routing use, if tokens chose different experts?
+#
+# ## Sources in detail
+#
+# Only the abstracts (arXiv v1 and the ICML version) and the public reviews of an earlier version
+# could be read; the full text was not available and no official code was found. Stated there:
+# zone-wise binary hold/release actions with independent Bernoulli heads, batched matching of the
+# released zones, travel times from a congestion surrogate consistent with a macroscopic fundamental
+# diagram, a reward with an adaptive penalty that keeps service violations near a 5% tolerance, a
+# Transformer encoder with a sparse mixture of experts routed from a pooled state embedding (16
+# experts, top 4, about 12M parameters), and PPO. Not stated, and therefore our choices: the
+# matching algorithm and radius, the form of the congestion relation, the state features, the
+# reward's exact form and normaliser, the definition of a violation, the step of the multiplier, the
+# load-balancing loss, the PPO hyperparameters, and the toy city itself. The illustrations in this
+# notebook are ours.

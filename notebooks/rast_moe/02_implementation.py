@@ -18,13 +18,16 @@
 # This notebook builds the toy city (`replib.papers.rast_moe.task`) and the method
 # (`replib.papers.rast_moe.method`) piece by piece. Each piece of the method is shown next to the
 # equation it implements, labelled (1)-(7) as in the module's docstring, and checked on tiny inputs.
-# PPO's clipped surrogate is the shared one of `replib.rl`; the MLP baseline uses the shared
-# `replib.models.mlp.MLP`.
+# The method is RAST-MoE: a policy trained with PPO (proximal policy optimization, a policy-gradient
+# reinforcement-learning algorithm whose clipped surrogate loss keeps each update small) on a
+# Transformer encoder ending in a sparse mixture of experts (MoE: several small feed-forward networks,
+# of which a router runs only the top $k$ for each state). PPO's clipped surrogate is the shared one
+# of `replib.rl`; the MLP (multilayer perceptron) baseline uses the shared `replib.models.mlp.MLP`.
 #
 # **Learning goals.** After this notebook you can
 #
-# 1. step the grid city: arrivals, zone-wise release, batched Hungarian matching, abandonment,
-#    congestion;
+# 1. step the grid city: arrivals, zone-wise release, batched Hungarian matching (the one-to-one
+#    assignment of least total distance), abandonment, congestion;
 # 2. implement the factorised zone-wise policy, the pooled top-$k$ router, the sparse MoE block and
 #    its load-balancing loss;
 # 3. implement the adaptive reward and its multiplier update, and run PPO iterations on them.
@@ -113,7 +116,10 @@ assert info.pickup.size > 0 and np.all(info.match_delay == 0) | np.all(info.matc
 assert np.isclose(info.pickup_z.sum(), info.pickup.sum())
 
 # %% [markdown]
-# **Congestion** (the digest's stand-in for the MFD table): $v/v_f = \max(0.2, 1 - \rho/\rho_j)$.
+# **Congestion** (our stand-in for the paper's travel-time table, which is consistent with a
+# macroscopic fundamental diagram, MFD, the relation between traffic density and speed; its form is
+# not stated): $v/v_f = \max(0.2, 1 - \rho/\rho_j)$, with $\rho$ the busy fraction of the fleet plus a
+# background density in peaks.
 
 # %%
 assert task.speed_factor(0.0, "offpeak") == 1.0 and np.isclose(task.speed_factor(0.9, "peak_center"), 0.5)
@@ -142,7 +148,8 @@ assert np.isclose(method.factorised_entropy(torch.zeros(1, 3)).item(), 3 * np.lo
 #
 # $q = \mathrm{softmax}(W_r \bar h)$, keep the top $k$, renormalise; then
 # $h_z' = h_z + \sum_{e \in \mathcal T} \tilde q_e\, \mathrm{FFN}_e(\mathrm{LN}(h_z))$ with the same
-# experts for every token of a state.
+# experts for every token of a state ($\mathrm{FFN}_e$: expert $e$'s feed-forward network;
+# $\mathrm{LN}$: layer normalisation).
 
 # %%
 core.show_source(method.route)
@@ -221,8 +228,9 @@ assert np.isclose(method.update_lambda(1.0, 0.10, eta=10.0), 1.5) and method.upd
 # %% [markdown]
 # ## 7. PPO, Eq. (7)
 #
-# Generalised advantage estimation, checked by hand on a two-step episode, then a few PPO iterations
-# of the MoE agent with the adaptive reward (the experiment runs many more).
+# Generalised advantage estimation (GAE: each step's advantage as a discounted sum of the errors of
+# the value estimate), checked by hand on a two-step episode, then a few PPO iterations of the MoE
+# agent with the adaptive reward (the experiment runs many more).
 
 # %%
 core.show_source(method.gae)

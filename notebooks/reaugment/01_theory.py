@@ -15,30 +15,24 @@
 # %% [markdown]
 # # RL-learned augmentation for few-shot forecasting: theory
 #
-# > **Sources.** "ReAugment: Model Zoo-Guided RL for Few-Shot Time Series Augmentation and
-# > Forecasting", ICML 2026 ([arXiv 2409.06282](https://arxiv.org/abs/2409.06282); earlier versions
-# > titled "Learning Augmentation Policies from A Model Zoo for Time Series Forecasting" and
-# > "Automated Data Augmentation for Few-Shot Time Series Forecasting"). **Only the abstracts, the
-# > opening of the introduction, independent summaries and the public reviews of the first version
-# > could be read; no official code was found.** The paper's equations were not available. The
-# > model-zoo variance, the top-50% anchors, the variational masked autoencoder (VMAE) with a prior
-# > and a posterior network, and REINFORCE with the VMAE as actor follow those descriptions. Not
-# > stated in what we could read, and therefore ours or the book digest's proposals: the number of
-# > folds (K = 5), the reward's formula (the *proposed* bounded form below), the VMAE's losses, mask
-# > and sizes, every budget, the data sets and the forecaster. The first version of the paper
-# > steered toward *lower* zoo variance; the later versions toward the regions where the zoo
-# > overfits, under a proximity constraint, which is what this chapter implements. The toys in this
-# > notebook are ours.
-#
 # **Learning goals.** After this notebook you can
 #
-# 1. explain why the variance of K-fold models' errors flags the samples a model memorises;
+# 1. explain why the variance of K-fold models' errors (models each trained on all but one of $K$
+#    parts of the data) flags the samples a model memorises;
 # 2. derive the score-function (REINFORCE) gradient for a Gaussian policy, and say when it works
-#    where the reparameterised gradient does not;
+#    where the reparameterised gradient (differentiating the reward through the sample) does not;
 # 3. explain why an unbounded variance reward makes a generator run away, and how a log and a
 #    distance penalty give it an interior optimum;
-# 4. state the VMAE's objective, a conditional-VAE bound with a prior that sees only the masked
-#    window.
+# 4. state the objective of the VMAE (variational masked autoencoder: a generator that hides part of
+#    a window and regenerates it), a conditional-VAE bound (the training bound of a variational
+#    autoencoder) with a prior that sees only the masked window.
+#
+# **Sources.** "ReAugment: Model Zoo-Guided RL for Few-Shot Time Series Augmentation and
+# Forecasting", ICML 2026 ([arXiv 2409.06282](https://arxiv.org/abs/2409.06282)). Only the abstracts,
+# the opening of the introduction, independent summaries and the public reviews of the first version
+# could be read, and no official code was found; the paper's equations were not available. The
+# method's structure follows those descriptions; its formulas, sizes and budgets are ours (see
+# "Sources in detail" at the end).
 
 # %%
 # Colab set-up: installs the book's package, replib, from its repository (branch main).
@@ -149,17 +143,18 @@ plt.show()
 # $$\nabla_\phi \, \mathbb E_{z \sim \pi_\phi}[r(z)] = \mathbb E_{z \sim \pi_\phi}\big[r(z) \,
 # \nabla_\phi \log \pi_\phi(z)\big],$$
 #
-# because $\nabla_\phi \pi_\phi = \pi_\phi \nabla_\phi \log \pi_\phi$. For a Gaussian $z \sim
-# \mathcal N(\mu, \sigma^2)$, $\partial_\mu \log \pi = (z - \mu) / \sigma^2$. Subtracting a constant
-# baseline $b$ keeps the estimate unbiased, since $\mathbb E[\nabla \log \pi] = 0$, and lowers its
-# variance. The batch mean of $r$, the baseline of stage B, includes the sample itself, which
-# shrinks the expected estimate by the factor $(n - 1)/n$: the direction is unchanged, and Adam's
-# normalised steps hardly notice the scale. The reparameterised gradient $\mathbb E[r'(\mu + \sigma \varepsilon)]$
-# needs $r$ to be differentiable, and in ReAugment that would mean back-propagating through every
-# forecaster of the zoo, the step the paper avoids. Two rewards: a smooth one, $r(z) = -(z - 2)^2$,
-# whose true gradient at $\mu = 0$ is 4, and a thresholded one, $r(z) = \mathbb 1[z > 1]$ (a frozen
-# classifier's decision), whose reparameterised gradient is 0 almost everywhere although the true
-# gradient, the Gaussian density at $1 - \mu$, is 0.24 at $\mu = 0$, $\sigma = 1$.
+# because $\nabla_\phi \pi_\phi = \pi_\phi \nabla_\phi \log \pi_\phi$. For a Gaussian
+# $z \sim \mathcal N(\mu, \sigma^2)$, $\partial_\mu \log \pi = (z - \mu) / \sigma^2$. Subtracting a
+# constant baseline $b$ keeps the estimate unbiased, since $\mathbb E[\nabla \log \pi] = 0$, and
+# lowers its variance. The batch mean of $r$, the baseline of stage B, includes the sample itself,
+# which shrinks the expected estimate by the factor $(n - 1)/n$: the direction is unchanged, and the
+# Adam optimiser's normalised steps hardly notice the scale. The reparameterised gradient
+# $\mathbb E[r'(\mu + \sigma \varepsilon)]$ needs $r$ to be differentiable, and in ReAugment that
+# would mean back-propagating through every forecaster of the zoo, the step the paper avoids. Two
+# rewards: a smooth one, $r(z) = -(z - 2)^2$, whose true gradient at $\mu = 0$ is 4, and a thresholded
+# one, $r(z) = \mathbb 1[z > 1]$ (a frozen classifier's decision), whose reparameterised gradient is 0
+# almost everywhere although the true gradient, the Gaussian density at $1 - \mu$, is 0.24 at
+# $\mu = 0$, $\sigma = 1$.
 
 # %%
 smooth = theory.gradient_estimates(0.0, 1.0, lambda z: -(z - 2) ** 2, n=16, batches=batches,
@@ -244,18 +239,18 @@ plt.show()
 #
 # ## 4. How to transform: the variational masked autoencoder
 #
-# The generator hides part of the window (one contiguous span of 25% of its steps, in this
-# chapter) and regenerates the whole window from a latent $z$. A posterior network $q(z \mid w)$
-# sees the full window, a prior network $p(z \mid w_{\rm vis}, m)$ only the visible part and the mask,
-# and the decoder maps $(z, w_{\rm vis}, m)$ to $\hat w$. Training maximises a conditional-VAE bound,
-# written as the loss
+# The generator hides part of the window (one contiguous span of 25% of its steps, in this chapter)
+# and regenerates the whole window from a latent $z$. A posterior network $q(z \mid w)$ sees the full
+# window, a prior network $p(z \mid w_{\rm vis}, m)$ only the visible part and the mask, and the
+# decoder maps $(z, w_{\rm vis}, m)$ to $\hat w$. Training maximises a conditional-VAE bound, written
+# as the loss (KL is the Kullback-Leibler divergence, how far one distribution is from another)
 #
 # $$\mathcal L_A = \mathbb E_{z \sim q(z \mid w)}\Big[\tfrac1T \|\hat w(z) - w\|^2\Big] + \beta \,
 # \mathrm{KL}\big(q(z \mid w) \,\|\, p(z \mid w_{\rm vis}, m)\big) / T,$$
 #
 # with, for diagonal Gaussians, $\mathrm{KL} = \frac12 \sum_j \big[\log \sigma_{p,j}^2 - \log
 # \sigma_{q,j}^2 + (\sigma_{q,j}^2 + (\mu_{q,j} - \mu_{p,j})^2) / \sigma_{p,j}^2 - 1\big]$ (the weight
-# $\beta = 0.1$ and the per-step scaling are the digest's; the paper's are not stated). At generation
+# $\beta = 0.1$ and the per-step scaling are our choices; the paper's are not stated). At generation
 # $z$ is drawn from the *prior*, so one anchor yields many windows, all centred on it. The prior is
 # the policy that stage B fine-tunes: $\log \pi_\phi(z \mid w) = \log p_\phi(z \mid w_{\rm vis}, m)$,
 # and the decoder stays fixed.
@@ -279,9 +274,25 @@ plt.show()
 #
 # ## Exercises
 #
-# 1. In section 1, raise the ridge penalty to $10^{-1}$. What happens to the separation of the top
-#    and bottom halves, and why does a strongly regularised model leave less for the zoo to flag?
+# 1. In section 1, raise the ridge penalty (the weight of the penalty on the squared coefficients) to
+#    $10^{-1}$. What happens to the separation of the top and bottom halves, and why does a strongly
+#    regularised model leave less for the zoo to flag?
 # 2. Show that for $K$ members with in-fold errors all equal to $e_{\rm in}$ and one held-out error
 #    $e_{\rm out}$, $\operatorname{Var}_k e_k = (K - 1)(e_{\rm out} - e_{\rm in})^2 / K^2$.
 # 3. For the one-dimensional version of the log reward, $\log(c\,t^4) - \lambda t^2 / d_0$, find the
 #    optimal distance $t^*$. How does it scale with $\lambda$ and $d_0$?
+#
+# ## Sources in detail
+#
+# The paper has had three titles: "ReAugment: Model Zoo-Guided RL for Few-Shot Time Series
+# Augmentation and Forecasting" (ICML 2026), and earlier "Learning Augmentation Policies from A Model
+# Zoo for Time Series Forecasting" and "Automated Data Augmentation for Few-Shot Time Series
+# Forecasting". Only the abstracts, the opening of the introduction, independent summaries and the
+# public reviews of the first version could be read; no official code was found, and the paper's
+# equations were not available. The model-zoo variance, the top-50% anchors, the VMAE with a prior
+# and a posterior network, and REINFORCE with the VMAE as actor follow those descriptions. Not stated
+# in what we could read, and therefore our choices: the number of folds ($K = 5$), the reward's
+# formula (the proposed bounded form of section 3), the VMAE's losses, mask and sizes, every budget,
+# the data sets and the forecaster. The first version of the paper steered toward *lower* zoo
+# variance; the later versions toward the regions where the zoo overfits, under a proximity
+# constraint, which is what this chapter implements. The toys in this notebook are ours.

@@ -17,8 +17,11 @@
 #
 # This notebook builds ReAugment from `replib.papers.reaugment`: the toy world (three short real
 # series, few-shot windows, the forecaster) in its `task` module, the method (stage 0, the model
-# zoo and its anchors; stage A, the VMAE; stage B, REINFORCE) in its `method` module, which uses
-# the shared MLP of `replib.models.mlp` and the shared REINFORCE loss of `replib.rl`. Each piece is
+# zoo of $K$ forecasters, each trained on all but one of $K$ folds of the data, and its anchors, the
+# windows on which the zoo's errors vary most; stage A, the VMAE, a variational masked autoencoder
+# that hides part of a window and regenerates it; stage B, REINFORCE, the score-function policy
+# gradient, which needs only the reward's values) in its `method` module, which uses the shared MLP
+# (multilayer perceptron) of `replib.models.mlp` and the shared REINFORCE loss of `replib.rl`. Each piece is
 # shown next to the equation or step it implements and checked on small inputs.
 #
 # **Learning goals.** After this notebook you can
@@ -110,11 +113,11 @@ plt.show()
 #
 # ## 2. The forecaster
 #
-# $f_\theta$ is an MLP 36-64-12 with ReLU. The experiment trains many of them (zoo members, retrained
-# models) at once, so `ForecasterBank` stacks $M$ of them: member $m$ starts from the weights of the
-# shared `MLP` with its seed and computes the same function. `fit_forecasters` trains each member by
-# full-batch Adam on its own weighted windows; as Adam is elementwise and no weight is shared, each
-# member trains exactly as it would alone.
+# $f_\theta$ is an MLP 36-64-12 with ReLU activations ($\max(0, x)$). The experiment trains many of
+# them (zoo members, retrained models) at once, so `ForecasterBank` stacks $M$ of them: member $m$
+# starts from the weights of the shared `MLP` with its seed and computes the same function.
+# `fit_forecasters` trains each member by full-batch Adam on its own weighted windows; as Adam is
+# elementwise and no weight is shared, each member trains exactly as it would alone.
 
 # %%
 core.show_source(task.ForecasterBank)
@@ -217,7 +220,8 @@ assert torch.all((mask.diff(dim=1) != 0).sum(dim=1) <= 2)  # one span: at most o
 assert mask[:, 0].any() and mask[:, -1].any()  # spans reach both ends
 
 # %% [markdown]
-# The KL between two diagonal Gaussians, $\frac12 \sum_j [\log \sigma_{p,j}^2 - \log \sigma_{q,j}^2 +
+# The KL (Kullback-Leibler divergence, how far one distribution is from another) between two
+# diagonal Gaussians, $\frac12 \sum_j [\log \sigma_{p,j}^2 - \log \sigma_{q,j}^2 +
 # (\sigma_{q,j}^2 + (\mu_{q,j} - \mu_{p,j})^2) / \sigma_{p,j}^2 - 1]$:
 
 # %%

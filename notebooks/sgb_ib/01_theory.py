@@ -15,27 +15,25 @@
 # %% [markdown]
 # # Granular-ball information bottleneck: theory
 #
-# > **Sources.** "SGB-IB: Structure-aware Granular-Ball based Information Bottleneck for Multi-modal
-# > Clustering", ICML 2026 poster (https://icml.cc/virtual/2026/poster/63122). **Only the abstract
-# > could be read**; no arXiv version and no official code were found. The abstract fixes five points:
-# > (1) start from the whole data set as one granular ball; (2) split balls recursively by a purity;
-# > (3) the purity averages, over modalities, the mutual information between sample features and
-# > K-means pseudo-labels; (4) a structure-aware objective balances local structure and global
-# > redundancy; (5) the clustering is an information bottleneck. **Everything else is a proposal of
-# > the book's paper digest, not the paper's**: the purity as a ratio of two mutual informations, the
-# > split rule, the form of the objective, the sequential draw-and-merge optimiser (sIB, Slonim,
-# > Friedman and Tishby, SIGIR 2002), every hyperparameter ($\theta = 0.9$ from a related withdrawn
-# > submission, $n_{\min} = 8$, $\beta^{-1} = 0.01$, $\lambda = 0.05$) and the Digits-3view data. The
-# > paper's data sets, baselines and numbers are not stated in what we could read, so the chapter tests
-# > the stated idea, not the authors' exact algorithm.
-#
 # **Learning goals.** After this notebook you can
 #
-# 1. write multi-view data as conditional distributions $p(y_v \mid x)$ and say what $I(T; Y_v)$ measures;
-# 2. compute the mutual-information purity of a granular ball and see why it lies in $[0, 1]$;
-# 3. verify the identity behind draw-and-merge: merging an item into a cluster lowers $I(T;Y)$ by
-#    exactly $(p_b + p_t)\,\mathrm{JS}_\pi$;
-# 4. say what clustering balls instead of points should buy (less noise, less compute) and what it can cost.
+# 1. write multi-view data (several feature sets, or views, of the same samples) as conditional
+#    distributions $p(y_v \mid x)$ and say what the mutual information $I(T; Y_v)$ measures;
+# 2. compute the mutual-information purity of a granular ball (a group of nearby samples treated as
+#    one item, with a centre and a radius) and see why it lies in $[0, 1]$;
+# 3. verify the identity behind draw-and-merge (the optimiser that draws each item out of its cluster
+#    and merges it back where the objective loses least): merging an item into a cluster lowers
+#    $I(T;Y)$ by exactly $(p_b + p_t)\,\mathrm{JS}_\pi$, with $\mathrm{JS}_\pi$ the weighted
+#    Jensen-Shannon divergence between the two distributions;
+# 4. say what clustering balls instead of points should buy (less noise, less compute) and what it
+#    can cost.
+#
+# **Sources.** "SGB-IB: Structure-aware Granular-Ball based Information Bottleneck for Multi-modal
+# Clustering", ICML 2026 poster (https://icml.cc/virtual/2026/poster/63122). Only the abstract could
+# be read; no arXiv version and no official code were found. The abstract fixes five points, which
+# we follow; everything else, the algorithm's details, every hyperparameter and the data, is our
+# proposal, so the chapter tests the stated idea, not the authors' exact algorithm (see "Sources in
+# detail" at the end).
 
 # %%
 # Colab set-up: installs the book's package, replib, from its repository (branch main).
@@ -75,11 +73,14 @@ n_trials = {"smoke": 20, "book": 200, "paper": 1000}[profile]
 # ## 1. Multi-view data as distributions
 #
 # Each of $n$ samples $x$ is seen through $V$ non-negative feature sets (views). The information
-# bottleneck reads view $v$ as a conditional distribution $p(y_v \mid x) = X^{(v)}_{x,y} / \sum_{y'}
-# X^{(v)}_{x,y'}$ with $p(x) = 1/n$. A hard clustering $T$ is good when it keeps the information the
-# samples carry about their features, $I(T; Y_v) = \sum_t p(t)\,\mathrm{KL}(p(y_v \mid t)\,\|\,p(y_v))$,
-# while compressing the samples ($I(T; X) = H(T)$ for a hard clustering). The structure-aware objective
-# we use over balls $b$ (proposed; abstract point 4) is
+# bottleneck (IB: a clustering that compresses the samples while keeping as much information as it can
+# about their features) reads view $v$ as a conditional distribution
+# $p(y_v \mid x) = X^{(v)}_{x,y} / \sum_{y'} X^{(v)}_{x,y'}$ with $p(x) = 1/n$. A hard clustering $T$
+# is good when it keeps the information the samples carry about their features,
+# $I(T; Y_v) = \sum_t p(t)\,\mathrm{KL}(p(y_v \mid t)\,\|\,p(y_v))$ (KL: the Kullback-Leibler
+# divergence, how far one distribution is from another), while compressing the samples
+# ($I(T; X) = H(T)$, the entropy of the cluster sizes, for a hard clustering). The structure-aware
+# objective we use over balls $b$ (proposed; abstract point 4) is
 #
 # $$F(T) = \frac1V \sum_v I(T; Y_v) - \beta^{-1} H(T) + \lambda\, \Omega(T),\qquad
 # \Omega(T) = \frac{\sum_{b \ne b'} A_{bb'}\,[t_b = t_{b'}]}{\sum_{b \ne b'} A_{bb'}},$$
@@ -110,13 +111,16 @@ for t in range(5):
 # %% [markdown]
 # ## 3. The mutual-information purity of a ball
 #
-# Inside a ball $b$, with pseudo-labels $\hat y$ from K-means on each view, two mutual informations
-# compare feature distributions: $I_b(\hat Y_v; Y_v) = \sum_k p_b(k)\,\mathrm{KL}(p(y_v \mid b, k)\,\|\,p(y_v \mid b))$
-# (how much the label groups differ) and $I_b(X; Y_v) = \frac1{|S_b|}\sum_{x \in S_b}\mathrm{KL}(p(y_v \mid x)\,\|\,p(y_v \mid b))$
-# (how much the members differ at all). The labels are a function of $x$, so the data-processing
-# inequality gives $0 \le I_b(\hat Y_v; Y_v) \le I_b(X; Y_v)$, and the impurity
-# $\iota(b) = \frac1V\sum_v I_b(\hat Y_v;Y_v) / I_b(X;Y_v)$ lies in $[0, 1]$; the purity is $1 - \iota(b)$.
-# A ball is split until its purity reaches $\theta$. We check the inequality on random balls.
+# Inside a ball $b$, with pseudo-labels $\hat y$ from K-means (the standard clustering into $K$ groups
+# around their means) on each view, two mutual informations compare feature distributions:
+# $I_b(\hat Y_v; Y_v) = \sum_k p_b(k)\,\mathrm{KL}(p(y_v \mid b, k)\,\|\,p(y_v \mid b))$ (how much the
+# label groups differ) and
+# $I_b(X; Y_v) = \frac1{|S_b|}\sum_{x \in S_b}\mathrm{KL}(p(y_v \mid x)\,\|\,p(y_v \mid b))$ (how much
+# the members differ at all). The labels are a function of $x$, so the data-processing inequality
+# gives $0 \le I_b(\hat Y_v; Y_v) \le I_b(X; Y_v)$, and the impurity
+# $\iota(b) = \frac1V\sum_v I_b(\hat Y_v;Y_v) / I_b(X;Y_v)$ lies in $[0, 1]$; the purity is
+# $1 - \iota(b)$. A ball is split until its purity reaches $\theta$. We check the inequality on random
+# balls.
 
 # %%
 ratios = []
@@ -194,3 +198,16 @@ plt.show()
 #    ball whose label groups each hold identical rows is 1.
 # 2. In section 4, how large must a ball be for the same-class and different-class histograms to stop
 #    overlapping? Change the sizes and look.
+#
+# ## Sources in detail
+#
+# Only the abstract of the ICML 2026 poster could be read. It fixes five points: (1) start from the
+# whole data set as one granular ball; (2) split balls recursively by a purity; (3) the purity
+# averages, over modalities, the mutual information between sample features and K-means
+# pseudo-labels; (4) a structure-aware objective balances local structure and global redundancy;
+# (5) the clustering is an information bottleneck. Everything else is our proposal, not the paper's:
+# the purity as a ratio of two mutual informations, the split rule, the form of the objective, the
+# sequential draw-and-merge optimiser (sIB, the sequential information bottleneck of Slonim, Friedman
+# and Tishby, SIGIR 2002), every hyperparameter ($\theta = 0.9$ from a related withdrawn submission,
+# $n_{\min} = 8$, $\beta^{-1} = 0.01$, $\lambda = 0.05$) and the Digits-3view data. The paper's data
+# sets, baselines and numbers are not stated in what we could read.

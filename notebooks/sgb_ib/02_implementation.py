@@ -17,14 +17,16 @@
 #
 # **Learning goals.** After this notebook you can
 #
-# 1. read each piece of SGB-IB in `replib.papers.sgb_ib.method` beside the equation or algorithm step
-#    it implements: the IB representation, the ball mutual informations and impurity, ball
+# 1. read each piece of SGB-IB (structure-aware granular-ball information bottleneck: cluster groups
+#    of nearby samples, the granular balls, instead of single samples) in
+#    `replib.papers.sgb_ib.method` beside the equation or algorithm step it implements: the IB
+#    (information bottleneck) representation, the ball mutual informations and impurity, ball
 #    generation, the ball graph, the structure-aware objective and its draw-and-merge optimiser;
 # 2. check each piece on an input small enough to verify by hand;
 # 3. run the whole pipeline on a small sample of Digits-3view.
 #
-# Only the abstract of the paper could be read: the pieces past its five points (see the theory
-# notebook's sources box) are the digest's proposed reading.
+# Only the abstract of the paper could be read: the pieces past its five points (see "Sources in
+# detail" at the end of the theory notebook) are our proposed reading.
 
 # %%
 # Colab set-up: installs the book's package, replib, from its repository (branch main).
@@ -74,7 +76,8 @@ pd.DataFrame(views[1][:3], columns=[f"row {i}" for i in range(8)] + [f"col {i}" 
 # %% [markdown]
 # ## 2. The IB representation
 #
-# $p(y_v \mid x) = X^{(v)}_{x,y} / \sum_{y'} X^{(v)}_{x,y'}$ (columns shifted by their minimum if any value is negative).
+# $p(y_v \mid x) = X^{(v)}_{x,y} / \sum_{y'} X^{(v)}_{x,y'}$ (columns shifted by their minimum if any
+# value is negative).
 
 # %%
 core.show_source(method.conditional_distributions)
@@ -83,6 +86,11 @@ assert np.allclose(P, [[0.25, 0.75], [0.5, 0.5]])
 
 # %% [markdown]
 # ## 3. Mutual informations inside a ball, and the impurity (abstract point 3, reading B)
+#
+# The abstract's purity admits two readings: A, how consistent a ball's K-means pseudo-labels are
+# (one minus their normalised entropy), and B, used here, how much of the members' feature
+# information the pseudo-labels explain, a ratio of two mutual informations (MI). KL is the
+# Kullback-Leibler divergence:
 #
 # $I_b(\hat Y_v;Y_v) = \sum_k p_b(k)\,\mathrm{KL}(p(y_v\mid b,k)\,\|\,p(y_v\mid b))$,
 # $I_b(X;Y_v) = \frac1{|S_b|}\sum_{x\in S_b}\mathrm{KL}(p(y_v\mid x)\,\|\,p(y_v\mid b))$,
@@ -133,8 +141,13 @@ assert np.allclose(A, A.T) and A[0, 1] > 0 and A[0, 2] == 0 and np.all(np.diag(A
 # ## 6. The objective and the merge cost (abstract points 4-5; form proposed)
 #
 # $F(T) = \frac1V\sum_v I(T;Y_v) - \beta^{-1}H(T) + \lambda\,\Omega(T)$. The merge cost
-# $\Delta(b,t) = (p_b+p_t)\big[\frac1V\sum_v \mathrm{JS}_\pi(p(y_v\mid b), p(y_v\mid t)) - \beta^{-1}H(\pi)\big] - \lambda\,\frac{2\sum_{b'\in t}A_{bb'}}{\sum A}$
-# is the exact drop of $F$ when $b$, alone, joins $t$: we assert it on random items.
+#
+# $$\Delta(b,t) = (p_b+p_t)\big[\tfrac1V\textstyle\sum_v \mathrm{JS}_\pi(p(y_v\mid b), p(y_v\mid t))
+#   - \beta^{-1}H(\pi)\big] - \lambda\,\frac{2\sum_{b'\in t}A_{bb'}}{\sum A}$$
+#
+# is the exact drop of $F$ when $b$, alone, joins $t$: we assert it on random items
+# ($\mathrm{JS}_\pi$: the Jensen-Shannon divergence with weights $\pi = (p_b, p_t)/(p_b + p_t)$; $H$:
+# entropy).
 
 # %%
 core.show_source(method.ib_objective)
@@ -160,7 +173,9 @@ print("merge costs:", costs.round(5))
 # ## 7. Draw-and-merge and the whole pipeline
 #
 # Sweep the items in random order, draw each from its cluster and merge it where $\Delta$ is least;
-# stop when under 0.5% move; keep the restart of largest $F$. Every sample takes its ball's cluster.
+# stop when under 0.5% move; keep the restart of largest $F$. This is sIB, the sequential information
+# bottleneck of Slonim, Friedman and Tishby (2002), run on balls. Every sample takes its ball's
+# cluster.
 
 # %%
 core.show_source(method.draw_and_merge)
@@ -193,7 +208,8 @@ exercises.check_view_impurity(view_impurity)
 # %% [markdown]
 # **Exercise 2.** Write `relevance_cost(pb, p, pt, q)`: the relevance one view loses when an item
 # of weight `pb` and distribution `p` joins a cluster of weight `pt` and distribution `q`,
-# $(p_b + p_t)\,\mathrm{JS}_\pi(p, q)$.
+# $(p_b + p_t)\,\mathrm{JS}_\pi(p, q)$. The grader passes the weights as floats and the
+# distributions `p` and `q` as plain Python lists, so convert them (`np.asarray`) before computing.
 
 # %% tags=["solution", "hide-input"]
 def relevance_cost(pb, p, pt, q):

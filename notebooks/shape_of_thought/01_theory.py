@@ -15,22 +15,21 @@
 # %% [markdown]
 # # Visual chain of thought for shape assembly: theory
 #
-# > **Sources.** The abstract, the top of the project page and the official repository of Huo et
-# > al., *Shape of Thought: Progressive Object Assembly via Visual Chain-of-Thought* (ICML 2026,
-# > arXiv 2601.21081; code at https://github.com/yuhuo03/Shape-of-Thought) could be read: the README
-# > with its main results table, the data loader, the training arguments and the inference script.
-# > The paper body (how SoT-26K orders parts, the rendering viewpoint, how T2S-CompBench scores an
-# > image, the ablations) could not be read and is "not stated" here. Ours, or the digest's
-# > proposals: the 8x8 table world, the 2x2-patch image tokens, masked-token parallel decoding as a
-# > stand-in for BAGEL's flow matching, the tiny model, the deterministic metric parsers that stand
-# > in for the benchmark, and every budget.
-#
 # **Learning goals.** After this notebook you can
 #
-# 1. write the factorisations of direct generation, a text-only plan and the interleaved SoT trace;
+# 1. write the factorisations of direct generation, a text-only plan and the interleaved SoT trace
+#    (Shape of Thought: a chain of thought, CoT, whose steps alternate a short text with an image of
+#    the partly built object);
 # 2. build an assembly trace and its rendered states from a part list;
 # 3. say why a generator that draws all image tokens at once struggles to count, and what SoT
 #    changes about each image it has to draw.
+#
+# **Sources.** Huo et al., *Shape of Thought: Progressive Object Assembly via Visual Chain-of-Thought*
+# (ICML 2026, [arXiv 2601.21081](https://arxiv.org/abs/2601.21081)), with official code
+# ([yuhuo03/Shape-of-Thought](https://github.com/yuhuo03/Shape-of-Thought)). The abstract, the top of
+# the project page and the repository could be read; the paper body could not. The repository
+# decided the sequence format, the loss and the inference loop; the toy world, the model and the
+# scores are ours (see "Sources in detail" at the end).
 
 # %%
 # Colab set-up: installs the book's package, replib, from its repository (branch main).
@@ -81,10 +80,11 @@ n_samples = {"smoke": 500, "book": 4000, "paper": 20000}[profile]
 # followed by `<assembly>` and a final image. Each image factor is now a local edit ("copy the last
 # state, add one leg"), and the number of parts is the number of steps, which the text decides.
 #
-# The training traces are built offline from part hierarchies (PartNet for SoT-26K): order the parts
-# parent before child and render the cumulative states. Our toy does the same with a table: a top and
-# $k$ legs, two at the ends of the top and the rest in between, not touching each other. The
-# rationale tokens are relative (`LEG_LEFT`, `LEG_INTERIOR`, ...): where exactly a part goes is
+# The training traces are built offline from part hierarchies (for SoT-26K, the paper's training set,
+# from PartNet, a data set of 3D objects annotated with their parts): order the parts parent before
+# child and render the cumulative states. Our toy does the same with a table: a top and $k$ legs, two
+# at the ends of the top and the rest in between, not touching each other. The rationale tokens (the
+# text of each step) are relative (`LEG_LEFT`, `LEG_INTERIOR`, ...): where exactly a part goes is
 # visible only in the rendered states.
 
 # %%
@@ -101,11 +101,12 @@ plt.show()
 # *Figure 1. An assembly trace of a three-legged table: each step names a part (relative, top) and
 # renders the cumulative state $I_n$.*
 #
-# The parsers that stand in for the benchmark's scores read a final image: **numeracy** counts the
-# legs (connected pieces below the top row) and compares with $k$; **connectivity** asks that the
-# object be one 4-connected piece; **trace stability** asks that every state keep the one before and
-# add to it. On the trace above all three hold; a leg cut off from the top breaks connectivity (but
-# still counts as a leg), a crossbar merges the legs into one piece.
+# The parsers that stand in for the scores of T2S-CompBench, the paper's text-to-shape benchmark, read
+# a final image: **numeracy** counts the legs (connected pieces below the top row) and compares with
+# $k$; **connectivity** asks that the object be one 4-connected piece (pixels joined through shared
+# edges, not corners); **trace stability** asks that every state keep the one before and add to it. On
+# the trace above all three hold; a leg cut off from the top breaks connectivity (but still counts as
+# a leg), a crossbar merges the legs into one piece.
 
 # %%
 final = states[-1]
@@ -123,11 +124,12 @@ print("legs:", task.count_legs(final), task.count_legs(floating), task.count_leg
 # %% [markdown]
 # ## Why drawing all tokens at once miscounts
 #
-# BAGEL generates every latent token of an image jointly, and our stand-in reveals the 16 patch
-# tokens of an image in a few parallel rounds. In the extreme of one round each token is drawn from
-# its own marginal, and the marginals of many valid tables mix into an invalid one: legs at the
-# columns of different tables, a top from a third. A small numeric illustration: draw tables with
-# $k = 2$, take the per-token marginals of their images, and sample each token independently.
+# BAGEL, the pretrained model that generates both text and images on which SoT is built, generates
+# every latent token of an image jointly, and our stand-in reveals the 16 patch tokens of an image in
+# a few parallel rounds. In the extreme of one round each token is drawn from its own marginal, and
+# the marginals of many valid tables mix into an invalid one: legs at the columns of different tables,
+# a top from a third. A small numeric illustration: draw tables with $k = 2$, take the per-token
+# marginals of their images, and sample each token independently.
 
 # %%
 ks = 2
@@ -162,3 +164,13 @@ print(f"independent tokens: numeracy {np.mean([task.count_legs(m) == ks for m in
 # 1. Repeat the independent-token illustration with $k = 3$. Is mixing worse or better, and why?
 # 2. Compute the same marginals for the SoT step "add the right leg" given the state with a top and a
 #    left leg. How many distinct next states are there per previous state?
+#
+# ## Sources in detail
+#
+# The abstract, the top of the project page and the official repository could be read: the README
+# with its main results table, the data loader, the training arguments and the inference script. The
+# paper body (how SoT-26K orders parts, the rendering viewpoint, how T2S-CompBench scores an image,
+# the ablations) could not be read and is "not stated" here. Ours: the 8x8 table world, the
+# 2x2-patch image tokens, masked-token parallel decoding as a stand-in for BAGEL's flow matching (a
+# way of training an image generator to turn noise into images), the tiny model, the deterministic
+# metric parsers that stand in for the benchmark, and every budget.

@@ -15,14 +15,17 @@
 # %% [markdown]
 # # Visual chain of thought for shape assembly: implementation
 #
-# This notebook builds SoT's pieces from `replib.papers.shape_of_thought` (the toy world in `task`,
-# the model, loss and inference loop in `method`) and checks each on tiny inputs.
+# This notebook builds the pieces of SoT (Shape of Thought: a visual chain of thought whose steps
+# alternate a short text with an image of the partly built object) from
+# `replib.papers.shape_of_thought` (the toy world in `task`, the model, loss and inference loop in
+# `method`) and checks each on tiny inputs.
 #
 # **Learning goals.** After this notebook you can
 #
 # 1. write the token sequences of direct generation, a text-only plan and the SoT trace;
-# 2. build BAGEL's block attention mask: causal between blocks, bidirectional inside an image,
-#    with a noisy copy of an image that only it can see;
+# 2. build the block attention mask of BAGEL (the pretrained text-and-image model SoT fine-tunes):
+#    causal between blocks, bidirectional inside an image, with a noisy copy of an image that only it
+#    can see;
 # 3. implement the loss (text cross-entropy plus masked-image cross-entropy) and the interleaved
 #    inference loop with parallel image decoding.
 
@@ -120,11 +123,13 @@ plt.show()
 #
 # ## The training batch and the loss
 #
-# The release loss is $\mathcal L = w_{ce}\,\mathrm{CE}_{\text{text}} + w_{mse}\,\mathrm{MSE}_{\text{flow}}$
-# with both weights 1. Our discrete stand-in for the flow-matching term masks a fraction
-# $t \sim U(0.05, 1)$ of one image block's tokens (the digest's proposal; the release noises every
-# image) and takes the cross-entropy of the clean tokens at the masked places. The text term is
-# next-token cross-entropy on every text token after the prompt.
+# The release loss is
+# $\mathcal L = w_{ce}\,\mathrm{CE}_{\text{text}} + w_{mse}\,\mathrm{MSE}_{\text{flow}}$ with both
+# weights 1: a cross-entropy (CE) on the text tokens and a mean squared error (MSE) for flow matching,
+# which trains the image generator to turn noise into images. Our discrete stand-in for the
+# flow-matching term masks a fraction $t \sim U(0.05, 1)$ of one image block's tokens (our choice; the
+# release noises every image) and takes the cross-entropy of the clean tokens at the masked places.
+# The text term is next-token cross-entropy on every text token after the prompt.
 
 # %%
 core.show_source(method.make_training_batch)
@@ -159,7 +164,8 @@ core.show_source(method.generate_image)
 
 # %% [markdown]
 # **Exercise 1.** Write the schedule: how many of `n_tokens` tokens each of `rounds` rounds reveals,
-# so that after round $s$ exactly $\lceil n\,s / S \rceil$ are known.
+# so that after round $s$ exactly $\lceil n\,s / S \rceil$ are known. The grader passes two plain
+# Python ints and compares your answer as a plain Python list of ints, one per round.
 
 # %% tags=["solution", "hide-input"]
 def unmask_schedule(n_tokens, rounds):

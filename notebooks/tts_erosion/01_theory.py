@@ -14,33 +14,28 @@
 # %% [markdown]
 # # Synthetic erosion in speech LMs: theory
 #
-# > **Sources.** "Bridging the Stability-Expressivity Gap: Synthetic Data Scaling and Preference
-# > Alignment for Low-Resource Spoken Language Models", ICML 2026
-# > ([arXiv 2605.27383](https://arxiv.org/abs/2605.27383)). **The full camera-ready text was read**
-# > (through the book's paper digest, which flags the paper's errors). The official repository
-# > ([InsiderX-Pro/SE-Bridge-TTS](https://github.com/InsiderX-Pro/SE-Bridge-TTS)) holds demos,
-# > checkpoints and an evaluation script but **no training code** for SFT, DGSA or TDSC. The
-# > equations below are the paper's, except where we say that we corrected them (the sign of
-# > App. B's Eq. 22 and the sufficiency claim of App. B.4). **Our choices:** the speech-token world
-# > (phoneme and pitch-bin tokens), the reading of the style prompt $z_{style}$ as a same-speaker
-# > zero-shot prompt (the paper does not say what it is: *proposed*), the context in which DPO pairs
-# > are scored (*not stated*: we score each pair where its negative was generated), the categorical
-# > DPO toy and every size. For TDSC (Sec. 4, the Lao recipe without real speech) the paper leaves
-# > open the units of the judge's length filter, the Self-Training baseline, TDSC's DPO reference
-# > and $\beta$: ours are *proposed* (two frames per phoneme; as many candidates at $T=1$ and as
-# > many gradient steps; the model after the iteration's SFT step; $\beta=0.1$), as are the
-# > tie-break of the winner and the compressed curriculum of two iterations.
-#
 # **Learning goals.** After this notebook you can
 #
-# 1. say why the entropy of speech tokens measures prosodic variety when tokens carry pitch;
+# 1. say why the entropy of speech tokens measures prosodic variety (prosody: the melody, rhythm and
+#    stress of speech) when tokens carry pitch;
 # 2. derive the slope of the training mixture's entropy in the synthetic ratio $\alpha$, spot the
 #    sign error of the paper's Eq. 22, and state when an interior peak exists (and why the paper's
 #    condition is not enough);
-# 3. write DGSA's two preference sets and its $\lambda$ schedule, and predict on a categorical toy what
-#    the stability term adds to Standard DPO;
+# 3. write the two preference sets and the $\lambda$ schedule of DGSA, the paper's alignment method
+#    (DPO, direct preference optimisation, on two preference sets weighted by the synthetic ratio),
+#    and predict on a categorical toy what the stability term adds to Standard DPO;
 # 4. compute the repetition rate $R_{rep}$ by hand;
-# 5. predict how TDSC's sampling temperature trades the judge's pass rate against token entropy.
+# 5. predict how the sampling temperature of TDSC, the paper's self-improvement loop for a language
+#    without real speech (sample at several temperatures, keep what a judge accepts, fine-tune),
+#    trades the judge's pass rate against token entropy.
+#
+# **Sources.** "Bridging the Stability-Expressivity Gap: Synthetic Data Scaling and Preference
+# Alignment for Low-Resource Spoken Language Models", ICML 2026
+# ([arXiv 2605.27383](https://arxiv.org/abs/2605.27383)). The full camera-ready text was read; the
+# official repository ([InsiderX-Pro/SE-Bridge-TTS](https://github.com/InsiderX-Pro/SE-Bridge-TTS))
+# holds demos, checkpoints and an evaluation script but no training code. The equations below are the
+# paper's, with two corrections we point out; the toy world, what the paper leaves open and every size
+# are ours (see "Sources in detail" at the end).
 
 # %%
 # Colab set-up: installs the book's package, replib, from its repository (branch main).
@@ -81,23 +76,27 @@ n_draws = {"smoke": 5_000, "book": 50_000, "paper": 200_000}[profile]
 # ## The problem
 #
 # A text-to-speech language model $\pi_\theta(y\mid x)=\prod_t \pi_\theta(y_t\mid y_{<t},x)$ maps text
-# $x$ to discrete speech tokens $y$ (CosyVoice 2's tokens carry content and prosody; a separate
-# decoder adds the voice). For a low-resource language (Thai, Lao) there is little real speech, so
-# the training set $D=D_{real}\cup D_{syn}$ is padded with the output of off-the-shelf TTS systems,
-# which is phonetically reliable but prosodically flat. SFT is maximum likelihood,
-# $\mathcal L(\theta)=-\mathbb E_{(x,y)\sim D}\log\pi_\theta(y\mid x)$, and the paper varies the synthetic
-# ratio $\alpha=|D_{syn}|/|D|$. Its finding (Table 1): the word error rate keeps falling as $\alpha$
-# grows, while the entropy of the generated tokens, $H_p=-\sum_v\hat p(v)\log_2\hat p(v)$ pooled over
-# all generated utterances, rises, peaks near $\alpha=0.5$ and falls ("synthetic erosion").
+# $x$ to discrete speech tokens $y$ (in CosyVoice 2, the open text-to-speech system the paper builds
+# on, the tokens carry content and prosody; a separate decoder adds the voice). For a low-resource
+# language (Thai, Lao) there is little real speech, so the training set $D=D_{real}\cup D_{syn}$ is
+# padded with the output of off-the-shelf text-to-speech (TTS) systems, which is phonetically reliable
+# but prosodically flat. SFT (supervised fine-tuning) is maximum likelihood,
+# $\mathcal L(\theta)=-\mathbb E_{(x,y)\sim D}\log\pi_\theta(y\mid x)$, and the paper varies the
+# synthetic ratio $\alpha=|D_{syn}|/|D|$. Its finding (Table 1): the word error rate (WER: word edits
+# needed to turn a speech recogniser's transcript into the text, over the text's words) keeps falling
+# as $\alpha$ grows, while the entropy of the generated tokens, $H_p=-\sum_v\hat p(v)\log_2\hat p(v)$
+# pooled over all generated utterances, rises, peaks near $\alpha=0.5$ and falls ("synthetic
+# erosion").
 #
 # ## Tokens and prosody
 #
-# In our toy a speech token is a pair (phoneme $p$, pitch bin $b$), so
-# $H(p,b)=H(p)+H(b\mid p)$: with the text fixed, all the entropy beyond the phonemes' is pitch. If the
-# pitch is Gaussian with standard deviation $\sigma$ and is rounded to bins of width $\Delta$,
-# $H(b)\approx\log_2(\sigma/\Delta)+\tfrac12\log_2(2\pi e)$: one more bit of $H_p$ is a doubling of the
-# pitch spread. This is why the paper's top-$H_p$ quartile has a larger F0 standard deviation (42.6
-# against 35.8 Hz, Table 2). A numeric check with histograms of Gaussian draws:
+# In our toy a speech token is a pair (phoneme $p$, pitch bin $b$), so $H(p,b)=H(p)+H(b\mid p)$: with
+# the text fixed, all the entropy beyond the phonemes' is pitch. If the pitch is Gaussian with
+# standard deviation $\sigma$ and is rounded to bins of width $\Delta$,
+# $H(b)\approx\log_2(\sigma/\Delta)+\tfrac12\log_2(2\pi e)$: one more bit of $H_p$ is a doubling of
+# the pitch spread. This is why the paper's top-$H_p$ quartile has a larger F0 (fundamental frequency,
+# the pitch of the voice) standard deviation (42.6 against 35.8 Hz, Table 2). A numeric check with
+# histograms of Gaussian draws:
 
 # %%
 sigmas = np.array([0.5, 1.0, 2.0, 4.0])
@@ -209,10 +208,12 @@ print(f"H(p_real) = {method.entropy(p_real):.3f}, H(p_syn) = {method.entropy(p_s
 # z_{style})$ with a style prompt taken from real speech and $y_{stab}=\pi_\theta(x\mid\varnothing)$
 # without it. (3) Align on two preference sets in which the real recording always wins:
 #
-# $$\mathcal T_{stab}=\{(x,\,y^+=y_{real},\,y^-=y_{expr})\},\qquad \mathcal T_{expr}=\{(x,\,y^+=y_{real},\,y^-=y_{stab})\},$$
+# $$\mathcal T_{stab}=\{(x,\,y^+=y_{real},\,y^-=y_{expr})\},\qquad
+#   \mathcal T_{expr}=\{(x,\,y^+=y_{real},\,y^-=y_{stab})\},$$
 #
 # $$\mathcal L_{DGSA}=\lambda_s\mathcal L_{DPO}(\mathcal T_{stab})+\lambda_e\mathcal L_{DPO}(\mathcal T_{expr}),\qquad
-# \mathcal L_{DPO}=-\mathbb E\log\sigma\Big(\beta\Big[\log\tfrac{\pi_\theta(y^+|x)}{\pi_{ref}(y^+|x)}-\log\tfrac{\pi_\theta(y^-|x)}{\pi_{ref}(y^-|x)}\Big]\Big),$$
+# \mathcal L_{DPO}=-\mathbb E\log\sigma\Big(\beta\Big[\log\tfrac{\pi_\theta(y^+|x)}{\pi_{ref}(y^+|x)}
+#   -\log\tfrac{\pi_\theta(y^-|x)}{\pi_{ref}(y^-|x)}\Big]\Big),$$
 #
 # with $\pi_{ref}$ the frozen SFT model and the schedule
 # $\lambda_e=\max\big(0,\frac{\alpha-\alpha^*}{1-\alpha^*}\big)$, $\lambda_s=1-\lambda_e$, $\alpha^*=0.5$.
@@ -357,10 +358,10 @@ ladder.round(3)
 #
 # ## What to expect in the experiment
 #
-# - **Erosion.** With a coverage gap the data-level entropy peaks near $\alpha\approx0.3$ (Figure 2). A
-#   model trained at $\alpha=0$ cannot say the gap phonemes, so its error rate is high; synthetic data
-#   fixes that (lower PER) and at first adds token types (higher $H_p$), then flattens the prosody
-#   (lower $H_p$).
+# - **Erosion.** With a coverage gap the data-level entropy peaks near $\alpha\approx0.3$ (Figure 2).
+#   A model trained at $\alpha=0$ cannot say the gap phonemes, so its error rate is high; synthetic
+#   data fixes that (lower PER, the phoneme error rate that stands in for WER) and at first adds token
+#   types (higher $H_p$), then flattens the prosody (lower $H_p$).
 # - **DGSA at $\alpha=0.8$.** The categorical toy predicts that Standard DPO buys expressivity with
 #   errors and that DGSA's stability pairs hold errors down. The experiment measures both on a
 #   sequence model.
@@ -392,3 +393,18 @@ ladder.round(3)
 #    approximation fail?
 # 5. In the TDSC section, lower the phoneme step's right answer from 0.85 to 0.7 (a worse start). How
 #    do the shares of the accepted set change, and what does that mean for the entropy TDSC can buy?
+#
+# ## Sources in detail
+#
+# The full camera-ready text of the paper was read. The official repository holds demos, checkpoints
+# and an evaluation script but no training code for SFT, DGSA or TDSC. The equations of this
+# notebook are the paper's, except where we say that we corrected them (the sign of App. B's Eq. 22
+# and the sufficiency claim of App. B.4). Our choices: the speech-token world (phoneme and pitch-bin
+# tokens), the reading of the style prompt $z_{style}$ as a same-speaker zero-shot prompt (the paper
+# does not say what it is: *proposed*), the context in which DPO pairs are scored (*not stated*: we
+# score each pair where its negative was generated), the categorical DPO toy and every size. For TDSC
+# (Sec. 4, the Lao recipe without real speech) the paper leaves open the units of the judge's length
+# filter, the Self-Training baseline, TDSC's DPO reference and $\beta$: ours are *proposed* (two
+# frames per phoneme; as many candidates at $T=1$ and as many gradient steps; the model after the
+# iteration's SFT step; $\beta=0.1$), as are the tie-break of the winner and the compressed curriculum
+# of two iterations.

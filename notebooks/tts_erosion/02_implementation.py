@@ -17,12 +17,15 @@
 # **Learning goals.** After this notebook you can
 #
 # 1. build the toy's speech tokens (phoneme plus pitch bin) for real and synthetic speech, and
-#    measure an utterance with the oracle phoneme error rate, $H_p$, $R_{rep}$ and the pitch divergence;
+#    measure an utterance with the oracle phoneme error rate, the token entropy $H_p$, the repetition
+#    rate $R_{rep}$ and the pitch divergence;
 # 2. read the text-to-speech-token LM and its factorised embeddings;
-# 3. match each piece of DGSA in `replib.papers.tts_erosion.method` to its equation, and check it on
-#    tiny inputs;
+# 3. match each piece of DGSA (the paper's alignment: DPO, direct preference optimisation, on two
+#    preference sets weighted by the synthetic ratio) in `replib.papers.tts_erosion.method` to its
+#    equation, and check it on tiny inputs;
 # 4. build DGSA's two preference sets by style-prompt switching;
-# 5. follow one TDSC iteration (Sec. 4): the temperature ladder, the self-critique judge, the
+# 5. follow one iteration of TDSC, the paper's self-improvement loop for a language with no real
+#    speech (Sec. 4): the temperature ladder, the self-critique judge, the
 #    preference pair and the two updates, and listen to a token sequence.
 
 # %%
@@ -65,13 +68,14 @@ n_align_steps = {"smoke": 3, "book": 10, "paper": 30}[profile]
 # ## The token world
 #
 # A speech token is a pair (phoneme $p$, pitch bin $b$) with 16 phonemes and 8 pitch bins, plus a
-# pause (SIL) and an end token: the toy's stand-in for CosyVoice 2's speech tokens, which carry
-# content and prosody. **Real speech** comes from 20 speakers, each with a register and an
-# expressiveness $\sigma$: a declining pitch contour, accents, jitter, drift within a phoneme, one to
-# three frames per phoneme and occasional pauses; 10% of real transcripts carry a wrong phoneme (label
-# noise), and real transcripts never contain phonemes 12-15 (the coverage gap). **Synthetic speech**
-# comes from three deterministic "TTS systems": every phoneme two frames at the system's register,
-# one bin lower on the last phoneme, exact phonetics. The same text, both ways:
+# pause (SIL) and an end token: the toy's stand-in for the speech tokens of CosyVoice 2, the
+# text-to-speech system the paper builds on, which carry content and prosody. **Real speech** comes
+# from 20 speakers, each with a register and an expressiveness $\sigma$: a declining pitch contour,
+# accents, jitter, drift within a phoneme, one to three frames per phoneme and occasional pauses; 10%
+# of real transcripts carry a wrong phoneme (label noise), and real transcripts never contain phonemes
+# 12-15 (the coverage gap). **Synthetic speech** comes from three deterministic "TTS systems": every
+# phoneme two frames at the system's register, one bin lower on the last phoneme, exact phonetics. The
+# same text, both ways:
 
 # %%
 world = task.make_world(0)
@@ -103,8 +107,10 @@ pd.DataFrame([{"speaker": r["speaker"], "text": list(r["text"]), "spoken": list(
 
 # %% [markdown]
 # A corpus of a few thousand rows builds in well under a second, so the chapter generates it in
-# place rather than caching it as a data set. The model sees `[BOS] ([PS] prompt [PE]) text [SEP]
-# speech [EOS]` and is trained on the speech and EOS tokens only:
+# place rather than caching it as a data set. The model sees
+# `[BOS] ([PS] prompt [PE]) text [SEP] speech [EOS]` (BOS and EOS: begin and end of sequence; PS
+# and PE: begin and end of the prompt; SEP: the separator between text and speech) and is trained
+# on the speech and EOS tokens only:
 
 # %%
 ids, mask = task.training_sequence(rows[0]["text"], rows[0]["speech"], rows[0]["prompt"])
@@ -115,10 +121,11 @@ print(ids)
 # %% [markdown]
 # ## The metrics
 #
-# All claims are measured on tokens. The oracle "ASR" drops the pitch, collapses runs of one phoneme
-# and drops pauses; the phoneme error rate (PER, our WER) is its edit distance to the text over the
-# text's length. $H_p$ pools every generated token; $R_{rep}$ (theory notebook) counts runs of five;
-# the Jensen-Shannon divergence compares the pitch-bin histogram with held-out real speech.
+# All claims are measured on tokens. The oracle "ASR" (automatic speech recognition) drops the pitch,
+# collapses runs of one phoneme and drops pauses; the phoneme error rate (PER, our stand-in for the
+# paper's word error rate, WER) is its edit distance to the text over the text's length. $H_p$ pools
+# every generated token; $R_{rep}$ (theory notebook) counts runs of five; the Jensen-Shannon
+# divergence compares the pitch-bin histogram with held-out real speech.
 
 # %%
 core.show_source(task.oracle_transcript)
@@ -139,13 +146,13 @@ print("PER, H_p and JS behave as defined")
 # %% [markdown]
 # ## The model
 #
-# `SpeechLM` is a two-layer GPT-2 (`transformers.GPT2Model`, width 48) with **factorised, tied
-# embeddings**: speech token $(p,b)$ enters as $E_{ph}[p]+E_b[b]$ and text phoneme $p$ as
-# $E_{ph}[p]+e_{text}$, so reading a phoneme and saying it share one vector; the output logit of
-# $(p,b)$ is $(Wh)\cdot E_{ph}[p]+u_b\cdot h$. Every id that is not speech, SIL or EOS gets $-10^4$, so
-# sampling is masked to speech. It is called like a `transformers` LM, so the shared
-# `replib.models.causal_lm` trains it (`train_lm`), scores it (`sequence_logprob`) and samples it
-# with a key-value cache (`sample`).
+# `SpeechLM` is a two-layer GPT-2 (a decoder-only transformer language model;
+# `transformers.GPT2Model`, width 48) with **factorised, tied embeddings**: speech token $(p,b)$
+# enters as $E_{ph}[p]+E_b[b]$ and text phoneme $p$ as $E_{ph}[p]+e_{text}$, so reading a phoneme and
+# saying it share one vector; the output logit of $(p,b)$ is $(Wh)\cdot E_{ph}[p]+u_b\cdot h$. Every
+# id that is not speech, SIL or EOS gets $-10^4$, so sampling is masked to speech. It is called like a
+# `transformers` LM, so the shared `replib.models.causal_lm` trains it (`train_lm`), scores it
+# (`sequence_logprob`) and samples it with a key-value cache (`sample`).
 
 # %%
 model = task.make_lm(seed=0)
@@ -204,12 +211,14 @@ assert up < np.log(2) < down
 assert torch.isclose(method.dpo_loss(zero + 2, zero, zero + 2, zero, beta=0.1), torch.log(torch.tensor(2.0)))
 
 # %% [markdown]
-# **Stage 2, style-prompt switching.** For every real pair, the frozen SFT model speaks the text
-# twice with the same speaker's voice: once after a style prompt from another utterance of that
-# speaker ($y_{expr}$), once with no prompt ($y_{stab}$). **Stage 3's preference sets.**
-# $\mathcal T_{stab}=\{(x, y_{real}\succ y_{expr})\}$ and $\mathcal T_{expr}=\{(x, y_{real}\succ y_{stab})\}$;
-# each pair is scored in the context its negative came from (with the prompt for $\mathcal T_{stab}$,
-# without for $\mathcal T_{expr}$; the paper does not say).
+# **Stage 2, style-prompt switching.** Stage 1 is SFT (supervised fine-tuning) on the training
+# mixture. For every real pair, the frozen SFT model speaks the text twice with the same speaker's
+# voice: once after a style prompt from another utterance of that speaker ($y_{expr}$), once with no
+# prompt ($y_{stab}$). **Stage 3's preference sets.**
+# $\mathcal T_{stab}=\{(x, y_{real}\succ y_{expr})\}$ and
+# $\mathcal T_{expr}=\{(x, y_{real}\succ y_{stab})\}$; each pair is scored in the context its negative
+# came from (with the prompt for $\mathcal T_{stab}$, without for $\mathcal T_{expr}$; the paper does
+# not say).
 
 # %%
 core.show_source(experiment.style_switch_generations)
@@ -388,7 +397,8 @@ exercises.check_dgsa_weights(dgsa_weights)
 
 # %% [markdown]
 # **Exercise 3.** Write `prosodic_entropy(generations)`: $H_p$ in bits over all speech tokens and
-# pauses of a list of utterances (0 for no tokens).
+# pauses of a list of utterances (0 for no tokens). The grader passes a plain Python list of NumPy
+# arrays of token ids, one of them possibly empty.
 
 # %% tags=["solution", "hide-input"]
 def prosodic_entropy(generations):
@@ -407,7 +417,8 @@ exercises.check_prosodic_entropy(prosodic_entropy)
 # %% [markdown]
 # **Exercise 4.** Write `self_critique(wer, rep, length, text_length)`, TDSC's judge at the paper's
 # thresholds, with Len in frames and two frames per text phoneme: it returns the boolean array
-# $C(y)$ of the candidates.
+# $C(y)$ of the candidates. The grader passes NumPy arrays and reads your answer as a plain Python
+# list of booleans.
 
 # %% tags=["solution", "hide-input"]
 def self_critique(wer, rep, length, text_length):
