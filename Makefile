@@ -13,7 +13,7 @@ TORCH_INDEX ?=
 MATHJAX_VERSION := 3.2.2
 MATHJAX_DIR := $(VENV)/mathjax
 
-.PHONY: setup test unit smoke replay-one replay book run scoreboard check sync lint clean
+.PHONY: setup test unit smoke replay-one replay mutants book run scoreboard check sync lint clean
 
 setup: $(SETUP_STAMP)
 
@@ -42,6 +42,10 @@ replay-one: setup          ## re-run one committed seed of the cheapest chapter;
 
 replay: setup              ## re-run one committed seed of every chapter (about a third of `make book`)
 	$(REPLIB) replay --all
+
+mutants: setup             ## mutation testing (mutmut): make mutants PATTERNS='replib/core/*.py'; not part of make test
+	$(PY) -m pip install -q mutmut==3.8.1
+	tools/mutants.sh $(PATTERNS)
 
 book: setup                 ## execute every notebook at the book profile (cached) and build _build/html
 	$(REPLIB) book

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Mutation testing of replib (make mutants): mutmut plants one small change at a time (a flipped sign,
+# a dropped term, < for <=) and runs the tests that cover the changed function; a mutant that no test
+# notices "survived". mutmut expects src/ or a flat layout, so this runs in a scratch copy where lib/
+# becomes src/ (tests that name lib/ paths are rewritten there, not here).
+#
+#   tools/mutants.sh [PATTERN ...]     default: replib/core/ledger.py (about 15 min on 2 cores)
+#   e.g. tools/mutants.sh 'replib/core/*.py' 'replib/papers/foam/method.py'   (hours for all of them)
+#
+# Tests that compare with the committed state of this checkout (fingerprints, regenerated pages) are
+# left out: in the copy they would fail for every mutant alike and tell nothing.
+set -euo pipefail
+here="$(cd "$(dirname "$0")/.." && pwd)"
+python="${PYTHON:-$here/.venv/bin/python}"
+patterns=("${@:-replib/core/ledger.py}")
+work="$(mktemp -d /tmp/replib-mutants.XXXXXX)"
+trap 'echo "mutants: scratch copy kept in $work (mutmut results / mutmut show NAME there)"' EXIT
+mkdir -p "$work/src"
+cp -r "$here/lib/replib" "$work/src/replib"
+cp -r "$here/tests" "$here/notebooks" "$here/data" "$here/book" "$here/tools" "$here/_toc.yml" \
+      "$here/_config.yml" "$here/README.md" "$work/"
+rm -rf "$work/data/cache"
+grep -rl "lib/replib" "$work/tests" | xargs -r sed -i 's#lib/replib#src/replib#g'
+{
+  echo "[mutmut]"
+  echo "source_paths=src/replib"
+  echo "only_mutate="; for p in "${patterns[@]}"; do echo "    src/$p"; done
+  echo "also_copy=notebooks"; for f in data book tools _toc.yml _config.yml README.md; do echo "    $f"; done
+  echo "pytest_add_cli_args=-p"; echo "    no:cacheprovider"; echo "    -q"; echo "    -k"
+  echo "    not match_their_sources and not consistent_and and not fingerprint and not regenerated and not verdict_box and not rejudge and not stale"
+} > "$work/setup.cfg"
+cd "$work"
+"$python" -m mutmut run || true
+"$python" -m mutmut results | awk '{print $NF}' | sort | uniq -c
