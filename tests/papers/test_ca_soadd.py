@@ -280,18 +280,24 @@ def test_train_soadd_first_step_is_sgd_on_the_full_objective(monkeypatch):
         assert torch.allclose(got, exp, atol=1e-6)
 
 
+def _trained_as_by_hand(feats, views, probes, cfg, seed):
+    """train_soadd's encoder and centroid equal the hand-written steps from the same initial encoder."""
+    enc0, _ = method.train_soadd(feats, views, probes, method.SOADDConfig(**{**vars(cfg), "steps": 0}), seed=seed)
+    enc, c = method.train_soadd(feats, views, probes, cfg, seed=seed)
+    want, c_want = _hand_soadd(enc0, feats, views, probes, cfg, seed=seed)
+    assert torch.allclose(c, c_want, atol=1e-6)
+    for got, exp in zip(enc.parameters(), want.parameters()):
+        assert torch.allclose(got, exp, atol=1e-6)
+    return enc
+
+
 def test_train_soadd_second_step_after_warm_up_uses_the_cumulative_centroid(monkeypatch):
     """Two SGD steps, warm-up 1: step 1 is L_cpt + L_ent only, step 2 (another batch and probe) the full
     loss against the centroid of both batches and the OS statistics of both."""
     _sgd(monkeypatch)
     feats, views, probes = _soadd_data()
     cfg = method.SOADDConfig(steps=2, batch=4, lr=0.05, weight_decay=0.0, warmup=1, dim=3, lambdas=(5.0, 2.0, 3.0, 0.1))
-    enc0, _ = method.train_soadd(feats, views, probes, method.SOADDConfig(**{**vars(cfg), "steps": 0}), seed=4)
-    enc, c = method.train_soadd(feats, views, probes, cfg, seed=4)
-    want, c_want = _hand_soadd(enc0, feats, views, probes, cfg, seed=4)
-    assert torch.allclose(c, c_want, atol=1e-6)
-    for got, exp in zip(enc.parameters(), want.parameters()):
-        assert torch.allclose(got, exp, atol=1e-6)
+    enc = _trained_as_by_hand(feats, views, probes, cfg, seed=4)
     assert float(enc.os.n) == 8
 
 
@@ -303,12 +309,7 @@ def test_train_soadd_ablations_two_steps_are_sgd_on_their_objective(monkeypatch,
     feats, views, probes = _soadd_data()
     cfg = method.SOADDConfig(steps=2, batch=4, lr=0.05, weight_decay=0.0, warmup=0, dim=3, lambdas=(1.0, 1.0, 2.0, 0.1),
                              **overrides)
-    enc0, _ = method.train_soadd(feats, views, probes, method.SOADDConfig(**{**vars(cfg), "steps": 0}), seed=8)
-    enc, c = method.train_soadd(feats, views, probes, cfg, seed=8)
-    want, c_want = _hand_soadd(enc0, feats, views, probes, cfg, seed=8)
-    assert torch.allclose(c, c_want, atol=1e-6)
-    for got, exp in zip(enc.parameters(), want.parameters()):
-        assert torch.allclose(got, exp, atol=1e-6)
+    _trained_as_by_hand(feats, views, probes, cfg, seed=8)
 
 
 def test_train_soadd_step_pulls_bona_fide_towards_and_probes_away_from_the_centroid(monkeypatch):
