@@ -239,9 +239,11 @@ def cmd_replay(args) -> int:
             seed, rows = run_replay(slug, args.seed, args.out)
         except ValueError as err:
             raise UsageError(str(err)) from err
+        skipped = sum(r["status"] == "skipped (wall clock)" for r in rows)
         differ = [r for r in rows if r["status"] not in ("same", "skipped (wall clock)")]
         width = max(len(r["claim"]) for r in rows)
-        print(f"{slug}: seed {seed} replayed, {len(rows) - len(differ)} of {len(rows)} claim values as committed")
+        print(f"{slug}: seed {seed} replayed, {len(rows) - skipped - len(differ)} of {len(rows) - skipped} claim "
+              f"values as committed" + (f" ({skipped} wall-clock measurements skipped)" if skipped else ""))
         for r in rows:
             if r["status"] != "same":
                 print(f"  {r['claim']:<{width}}  committed {r['committed']!r}  replayed {r['replayed']!r}  {r['status']}")
