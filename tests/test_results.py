@@ -219,8 +219,17 @@ def test_fingerprints_see_any_text_and_per_file_hashes_see_code_only(tmp_path):
     assert code_text(notebook) == b"# %%\nx = 1\n\n# %%\ny = 2  # a comment\n"
     notebook.write_text("# %%\n# Colab set-up: installs replib\nimport sys\n\n# %%\nx = 1\n")
     assert code_text(notebook) == b"# %%\nx = 1\n"  # the generated Colab cell does nothing outside Colab
-    other = tmp_path / "lib.py"
-    other.write_text("# %% [markdown]\n# not a notebook: kept whole\n")
+    module = tmp_path / "method.py"
+    module.write_text('"""Module docstring."""\n\n\ndef f(x):\n    """Eq. (3)."""\n    return x + 1  # a comment\n')
+    before = code_text(module)
+    module.write_text('"""Reworded."""\n\n\ndef f(x):\n    """Eq. (3), in other words."""\n    return x + 1\n')
+    assert code_text(module) == before  # docstrings and comments are prose
+    module.write_text('"""Reworded."""\n\n\ndef f(x):\n    """Eq. (3)."""\n    return x - 1\n')
+    assert code_text(module) != before  # a changed sign is code
+    module.write_text('def f(x):\n    """Only a docstring."""\n')
+    assert b"Pass" in code_text(module)
+    other = tmp_path / "chapter.yml"
+    other.write_text("claims: []  # kept whole\n")
     assert code_text(other) == other.read_bytes()
 
 

@@ -96,13 +96,27 @@ def fingerprint(slug: str) -> str:
 COLAB_CELL = "# Colab set-up:"  # the first line of the generated Colab cell (replib.core.colab)
 
 
+def _without_docstrings(source: str) -> bytes:
+    """A module's syntax tree with its docstrings dropped (comments never reach the tree)."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree, include_attributes=False).encode()
+
+
 def code_text(path: Path) -> bytes:
-    """What of a source can change a number: a notebook's py:percent twin without its markdown cells
-    (prose) and without its Colab set-up cell (generated; it does nothing outside Colab); any other
-    file whole."""
+    """What of a source can change a number: a library module's syntax tree without its docstrings
+    and comments; a notebook's py:percent twin without its markdown cells (prose) and without its
+    Colab set-up cell (generated; it does nothing outside Colab); any other file whole."""
     text = _text(path)
-    if path.suffix != ".py" or path.parent.parent.name != "notebooks":
+    if path.suffix != ".py":
         return text
+    if path.parent.parent.name != "notebooks":
+        return _without_docstrings(text.decode())
     cells = re.split(r"^(?=# %%)", text.decode(), flags=re.M)
     kept = [cell for cell in cells
             if not re.match(r"# %%.*\[(markdown|md)\]", cell) and not cell.partition("\n")[2].startswith(COLAB_CELL)]

@@ -45,11 +45,13 @@ Latents: sets are bool arrays over the 10 items A..J (item i = ``ITEMS[i]``), ra
 labels class ids 0..3. Stacked latents of N samples: (N, 10) bool, (N,) int, (N,) int. Weights of the
 samples are uniform (1/N over the *parsable* samples). Logs are natural.
 
-Fidelity notes (the accessible text of the paper is the abstract and Fig. 1; see the digest):
+Fidelity notes (the accessible text of the paper is the abstract, the opening of the introduction
+and the Fig. 1 caption; no official code was found):
 
 * Standard decision theory fills the gaps: Hamming -> element-wise majority, absolute loss -> median,
-  0-1 -> mode, each with its closed-form Bayesian risk (digest table). The tasks, noise levels, token
-  formats and the perfect-model analysis are the book's proposal, not the paper's experiments.
+  0-1 -> mode, each with its closed-form Bayesian risk (textbook results; the accessible text does
+  not say which the paper uses). The tasks, noise levels, token formats and the perfect-model
+  analysis are the book's proposal, not the paper's experiments.
 * Tie conventions (each tied choice is equally Bayes-optimal): an item with q_e = 1/2 exactly is
   excluded; for an even number of ratings the lower median is returned (any integer between the two
   middle values is optimal); ties of the label mode go to the smallest class id; the medoid and the
@@ -73,15 +75,16 @@ Fidelity notes (the accessible text of the paper is the abstract and Fig. 1; see
   Hugging Face ``generate`` and fairseq); ties between equal log-probabilities (frequent: the model
   is symmetric in the items) are broken by token order. The exact string mode has genuine ties (at
   rho = 0.25 a set and its subset one item smaller tie whenever the larger has 3 items,
-  s rho / (1 - rho) = 1); :func:`string_mode_set` returns the smaller set, as the digest's numbers
-  do.
+  s rho / (1 - rho) = 1); :func:`string_mode_set` returns the smaller set (our choice, as in the
+  estimate we made when designing the experiment).
 * Perfect-model numbers (rho = 0.25, true sizes 3..7, mean Hamming loss): string mode 1/2/3/4/5,
-  greedy 0/0/1/1/2 and element-wise majority 0, as in the digest. The standard beam search (width
-  5; width 2 alike, widths 10 and 20 give 1/0/1/1/2) gives 0/0/1/1/2, *not* the digest's 1/2/2/4/5: an ``<eos>`` after a
-  short prefix never ranks among the top continuations, because continuing with a remaining true
-  item is always more probable than stopping, so the beam follows the greedy path. Only the
+  greedy 0/0/1/1/2 and element-wise majority 0, as we estimated when designing the experiment. The
+  standard beam search (width 5; width 2 alike, widths 10 and 20 give 1/0/1/1/2) gives 0/0/1/1/2,
+  *not* the 1/2/2/4/5 of that design-time estimate: an ``<eos>`` after a short prefix never ranks
+  among the top continuations, because continuing with a remaining true item is always more
+  probable than stopping, so the beam follows the greedy path. Only the
   variant that finishes *every* ``<eos>`` continuation (``eos_rule="all"``) finds the string mode
-  (1/2/3/4/5; the digest's s = 5 value 2 is the other side of an exact tie between a 2-set and a
+  (1/2/3/4/5; the estimate's s = 5 value 2 is the other side of an exact tie between a 2-set and a
   3-set string, decided there by rounding).
 
 Device: at the paper profile the models run on `core.model_device` (a GPU when present); smoke and

@@ -66,8 +66,8 @@ def expected_distance(task: str, answer, latents) -> float:
 
 def bayes_response(task: str, latents):
     """Algorithm steps 3 and 4: the Bayes-optimal response l_Bayes = argmin_l (1/N) sum_i
-    d_T(l, l_i) over the whole latent space, in closed form (digest table), and the Bayesian risk
-    U = the minimal value.
+    d_T(l, l_i) over the whole latent space, in closed form (textbook decision theory; the paper's
+    accessible text does not give the formulas), and the Bayesian risk U = the minimal value.
 
     * sets / Hamming: element-wise majority {e: q_e > 1/2}, q_e = share of samples containing e;
       U = sum_e min(q_e, 1 - q_e). (q_e = 1/2: e excluded; including it is equally optimal.)

@@ -238,7 +238,7 @@ def expected_hamming(answer, sets, probs=None) -> float:
 
 
 def three_item_example(universe=("A", "B", "C"), set_probs=None) -> dict:
-    """The digest's hand-made string distribution: each set's mass is split evenly over the
+    """Our hand-made string distribution (not from the paper): each set's mass is split evenly over the
     orderings listed. Default: {A,B,C} 0.40 over its 6 orderings, {A} 0.25, {A,B} 0.35 over its
     2 orderings. Returns ``strings`` {tuple: prob}, ``top_string`` (most probable string, "A"),
     ``latent_mode`` (most probable set, {A,B,C}), ``q`` (marginals, (1.0, 0.75, 0.40)),

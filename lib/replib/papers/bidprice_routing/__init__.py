@@ -34,7 +34,7 @@ lives at index ``k - 1``. A request admitted at step ``tau`` emits its first tok
 and its ``o``-th (last) token in step ``tau + o - 1``; TTFT = first-token step - arrival step,
 E2E = completion step - arrival step + 1 (both in steps).
 
-Fidelity notes (where the digest leaves room, the reading closest to the official code is used):
+Fidelity notes (where the paper and the official code leave room, the reading closest to the code is used):
 
 * Epoch trigger: the code runs a scheduling epoch at every arrival and at every *batch end* of
   any replica while requests wait. In Vidur a batch is one model iteration, i.e. one step of this
@@ -42,12 +42,12 @@ Fidelity notes (where the digest leaves room, the reading closest to the officia
   is non-empty (and a worker ran or a request arrived; we also fire when every worker is idle so
   that the buffer cannot stall, which the event-driven code never needs). ``trigger="events"`` is
   the sparser reading "arrivals and request completions" (with the same idle guard).
-* Reward normaliser: ``R_bar = T`` (digest's proposal; the code default 1 makes almost every reward
+* Reward normaliser: ``R_bar = T`` (our choice; the code default 1 makes almost every reward
   cap at 1).
 * Predictions: columns are scored and reserved with the predicted length ``o_hat`` (the paper);
   the code uses the true length. When ``o_hat != o`` the unused part of a reservation is released
-  at completion and an overrunning request's reservation is extended step by step (digest's
-  proposal, not stated in the paper or code).
+  at completion and an overrunning request's reservation is extended step by step (our
+  choice, not stated in the paper or code).
 * History H: like the code, a request's column is recorded the first time it is scored, on its
   best worker ``argmax_g m_jg``; when no worker is feasible numpy's argmax returns worker 0 and that
   column is recorded anyway (as in the code).

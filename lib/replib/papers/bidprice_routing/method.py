@@ -66,7 +66,7 @@ def slo_reward(
 
     r = sigma + alpha thr + beta comp + gamma ft + w_gp 1{tau - t_j < W_gp}, with
     thr = (min(o_hat, T - tau + 1))^+, comp = (T - (tau + o_hat - 1))^+, ft = (T - tau + 1)^+, and the
-    normalised reward r~ = min(r / R_bar, 1). ``R_bar`` defaults to T (digest's proposal; the
+    normalised reward r~ = min(r / R_bar, 1). ``R_bar`` defaults to T (our choice; the
     code's ``reward_normalizer`` is clamped to >= 1 as here).
     """
     o_hat = np.asarray(o_hat, dtype=float)
@@ -339,7 +339,7 @@ class OLPConfig:
     lambda_len [length_penalty], max_waiting, R_bar [reward_normalizer; None means T].
     Objective weights not given default to 0; if none is given, beta = 1 (see __post_init__).
     Two defaults differ from the code's: varsigma = 1 (the released scripts' value; the code's
-    default is 0) and max_waiting = 64 (the digest's book budget; the code scores the whole buffer).
+    default is 0) and max_waiting = 64 (our choice, for the book's budget; the code scores the whole buffer).
     """
 
     alpha: float | None = None

@@ -85,7 +85,7 @@ def generate_workload(
     decode_clip: tuple[int, int] = (4, 400),
     rate_shift: float = 1.0,
 ) -> Workload:
-    """Toy workload of the digest's "Minimal CPU replication".
+    """Toy workload of the book's CPU replication (our choice; the paper simulates serving in Vidur).
 
     Poisson(``rate``) arrivals in each step ``1..arrival_steps``, or, with ``rate_shift != 1``, an
     arrival-rate shift: ``rate`` in the first half of the arrival steps and ``rate_shift * rate``
@@ -397,7 +397,7 @@ class ClusterSim:
 
     def _extend_overruns(self, k: int) -> None:
         """(2) A request that outlives its predicted length keeps its slot and KV ramp reserved one
-        more step (digest's proposal for noisy predictions)."""
+        more step (our choice for noisy predictions; the paper and the code do not state it)."""
         res = self.res
         for g in range(self.G):
             for j in self.running[g]:

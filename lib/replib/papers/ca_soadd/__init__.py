@@ -35,6 +35,6 @@ Fidelity notes:
   are cached); the paper draws fresh ones every step. One probe operator per batch ([C] "batch").
 * The PNCR and VocHF probes (codec / vocoder imitations) are left out; the pool is the four
   structure probes, plus IDInv for the sensitivity claim. The paper's lr 1e-6 is for a pretrained
-  encoder; the head here uses 1e-3 (the digest's proposal).
+  encoder; the head here uses 1e-3 (our choice).
 * One corpus (``data_seed``) per experiment; seeds vary initialisation, batches and probe draws.
 """

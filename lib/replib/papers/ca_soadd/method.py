@@ -2,8 +2,9 @@
 standardisation), the cumulative centroid, the three centroid-anchored objectives, the total loss
 and the strict one-class training loop, plus the score, EER and bona fide-only calibration.
 
-Equation numbers refer to the digest's "Method (precise)" section (the paper's own numbering
-was not available): M1 encoder, M2 centroid, M3 objectives, M6 inference and calibration.
+The labels M1..M6 are ours (the paper's own equation numbering was not available; the method is
+rebuilt from the official code and a third-party summary): M1 encoder, M2 centroid, M3 objectives,
+M6 inference and calibration.
 """
 
 from __future__ import annotations
@@ -112,7 +113,7 @@ def boundary_hinge_loss(z: torch.Tensor, z_probe: torch.Tensor, c: torch.Tensor,
 
 def probe_bce_loss(z, z_probe, c, bias: torch.Tensor, temperature: float = 0.1):
     """Table 3 ablation "L_cabs replaced by BCE": logit (s(z, c) - b) / 0.1 with a learnable b,
-    bona fide = 1, probe = 0 (the digest's proposed form)."""
+    bona fide = 1, probe = 0 (our choice; the paper's exact BCE form was not available)."""
     logits = torch.cat([cosine_score(z, c), cosine_score(z_probe, c)]) - bias
     target = torch.cat([torch.ones(len(z)), torch.zeros(len(z_probe))])
     return nn.functional.binary_cross_entropy_with_logits(logits / temperature, target)
@@ -159,8 +160,8 @@ class Encoder(nn.Module):
 @dataclass
 class SOADDConfig:
     """Training settings. ``boundary``: "hinge" (CA-SOADD), "bce" (the BCE ablation) or "none"
-    (without L_cabs); ``invariance`` switches L_binv. Steps, batch, lr and warm-up are the
-    digest's proposed CPU plan (the paper's lr 1e-6 is for a pretrained encoder)."""
+    (without L_cabs); ``invariance`` switches L_binv. Steps, batch, lr and warm-up are our
+    choice for a CPU budget (the paper's lr 1e-6 is for a pretrained encoder)."""
 
     steps: int = 300
     batch: int = 32

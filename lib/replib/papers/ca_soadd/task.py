@@ -3,7 +3,7 @@ four vocoder-style attacks, the structure-destroying probe operators, the benign
 frozen front-end that turns a waveform into L "layers" of frame features.
 
 Everything is at ``SR = 8000`` Hz, 1 s clips; frequencies of the operators are normalised (cycles
-per sample), as the digest asks, so nothing depends on the sample rate.
+per sample, as in the official code's probe pool), so nothing depends on the sample rate.
 """
 
 from __future__ import annotations
@@ -234,7 +234,7 @@ def build_corpus(seed: int, n_train: int, n_dev: int, n_test: int) -> dict:
 
 
 def probe(rng, x: np.ndarray, name: str) -> np.ndarray:
-    """An off-manifold probe A(x) of the digest's pool (batch ``x``: clips x samples).
+    """An off-manifold probe A(x) of the official code's pool (batch ``x``: clips x samples).
 
     ``perm``: 8 equal segments shuffled; ``phase_scr``: rFFT magnitude kept, phases uniform;
     ``spec_mask``: one contiguous 10 % block of rFFT bins zeroed; ``resamp``: linear interpolation

@@ -3,10 +3,12 @@ trained with CoSFT then CoPO (cognition-aware policy optimisation), on the toy t
 
 Paper: "Think Fast and Slow: Step-Level Cognitive Depth Adaptation for LLM Agents" (ICML 2026,
 arXiv 2602.12662; official code https://github.com/rhyang2021/CogRouter). Only the abstract and the
-opening of the introduction could be read; the algorithm below follows the official code as
-summarised in the digest ``/work/shared/papers/cogrouter.md`` (its "Method" steps 1-9), and every
-docstring names the step it implements. At each step the agent answers
-``<level>l</level><think>z_l</think><action>a</action>`` with l in {1, 2, 3, 4}; CoPO gives every
+opening of the introduction could be read; the algorithm below follows the official code, in steps
+1-9 numbered by us after what the code does (1 rollouts, 2 trajectory advantage, 3 choice of the
+steps to expand, 4 level variants, 5 action confidences, 6 min-max normalisation, 7 weights,
+8 reweighted batch, 9 clipped update), and every docstring names the step it implements. At each
+step the agent answers ``<level>l</level><think>z_l</think><action>a</action>`` with l in
+{1, 2, 3, 4}; CoPO gives every
 step of a successful episode four "level variants" (same state and action, the thought of another
 level) and reweights the episode's GRPO advantage by how confident each level makes the action:
 
@@ -19,8 +21,8 @@ Modules (torch for the policy, numpy for the task and the theory):
   :data:`N_LEVELS`, :func:`pooled_group_advantages` (step 2), :func:`expansion_mask` (step 3),
   :func:`action_confidences` (step 5), :func:`copo_weights` (steps 5-7), :func:`build_batch`
   (steps 2-8), :func:`policy_update` (step 9).
-* :mod:`.task`: DepthWorld (the digest's proposal, its noisy-thought design; :data:`VARIANTS` adds
-  the digest's "strong" variant for the exploratory sweep): :data:`N_STAGES`, :data:`MAX_STEPS`,
+* :mod:`.task`: DepthWorld (our toy task, in its noisy-thought design; :data:`VARIANTS` adds our
+  "strong" variant for the exploratory sweep): :data:`N_STAGES`, :data:`MAX_STEPS`,
   :data:`N_ACTIONS`, :data:`TYPE_PROBS`, :data:`STAGE_TYPES`, :data:`LEVEL_COSTS`,
   :data:`SUFFICIENT_LEVEL`, :func:`obs_dim`, :func:`view_dim`, :func:`sample_tasks`,
   :func:`repeat_tasks`, :func:`observe`, :func:`memory_readout`, :func:`lookahead_readout`,
@@ -34,11 +36,11 @@ Modules (torch for the policy, numpy for the task and the theory):
   are a few lines each, inside :func:`train_method`), :data:`EXPERIMENT_PROFILES`,
   :func:`train_method`, :func:`start_seed`, :func:`run_method`, :func:`run_seed`,
   :func:`run_experiment`, :func:`claim_values`, :func:`regime_sweep`.
-* :mod:`.theory`: the theory notebook's helpers (the digest's theory outline): :func:`weight_bounds`,
+* :mod:`.theory`: the theory notebook's helpers (our analysis): :func:`weight_bounds`,
   :func:`level_fixed_point`, :func:`iterate_level_update`, :func:`grpo_vs_copo_credit_example`.
 * :mod:`.exercises`: the graders :func:`check_copo_weights`, :func:`check_level_fixed_point`.
 
-DepthWorld (digest's proposal; exact choices ours where marked).
+DepthWorld (our toy task in place of the paper's ALFWorld and ScienceWorld; all of it is our choice).
 
 * An episode has ``N_STAGES`` = 10 stages and at most ``MAX_STEPS`` = 14 steps, 4 actions. Stage
   types are i.i.d. routine (0.6), recall (0.2), plan (0.2), except that stage 0 is always routine
@@ -51,7 +53,7 @@ DepthWorld (digest's proposal; exact choices ours where marked).
 * Observation s (the level head's input and level 1's thought), :func:`observe`, 11 numbers:
   ``[arrow one-hot (4), cue one-hot (4), is_recall, is_plan, stage / N_STAGES]``; arrow and cue
   are zeros at recall and plan stages. (Strong variant: 4 more numbers, see below.)
-* Thoughts (:func:`thought_views`; the digest's feature modules in place of written reasoning):
+* Thoughts (:func:`thought_views`; our fixed feature modules in place of written reasoning):
   z_1 = the clean observation; z_2 = a noisy re-description (Gaussian noise sd 0.55 on the arrow
   and cue entries, the flags and stage index clean); z_3 = z_2's kind of re-description plus a
   memory read-out (memory-cue one-hot, zeros before any cue, + noise sd 0.3); z_4 = the same plus a
@@ -59,9 +61,9 @@ DepthWorld (digest's proposal; exact choices ours where marked).
   The "view" fed to the action head is ``[obs block (11), memory block (4), lookahead block (4)]``
   with absent blocks zero, so ``view_dim = obs_dim + 8``. Every level's thought gets its own noise,
   drawn fresh at every step; no thought ever sees the chosen action. Token costs C = (8, 40, 80,
-  130) per step at levels 1-4 (the digest's proposal, roughly the template lengths).
+  130) per step at levels 1-4 (our choice, roughly the lengths of the code's level templates).
 * Why noisy re-descriptions: they build in the paper's premise that at routine steps extra
-  reasoning can only lower the action's confidence (the digest's pilot found that with clean
+  reasoning can only lower the action's confidence (a pilot run of ours found that with clean
   thoughts level 1 was never the most confident level at routine steps). This tests CoPO's credit
   rule, not whether an LLM can learn to write useful reasoning (a limitation to state).
 * Strong variant (``variant="strong"``, exploratory only): the observation gets a 4-entry
@@ -77,9 +79,9 @@ The agent. Level head pi(l | s) = ``MLP([obs_dim, 32, 4])``; action head pi(a | 
 log pi(l | s) + log pi(a | view_l, l); fixed-level agents skip the level head (their response
 log-prob is the action term only). A decoding temperature T divides both heads' logits.
 
-Fidelity notes (the paper's numbers are from an LLM; everything else is the digest's or ours):
+Fidelity notes (the paper's numbers are from an LLM; the algorithm is the official code's, the rest ours):
 
-* CoSFT (:func:`cosft`, digest "What to implement"): supervised learning on freshly generated single
+* CoSFT (:func:`cosft`, our construction): supervised learning on freshly generated single
   stages, drawn as uniformly random stages of freshly sampled episodes (so memory cues and stage
   indices are as in real episodes). Level label = the minimal sufficient level (routine 1, recall 3,
   plan 4), replaced by a uniformly random level with probability 0.3; action label = the correct
@@ -101,7 +103,7 @@ Fidelity notes (the paper's numbers are from an LLM; everything else is the dige
   others), each with advantage w_l A_tau. With single-token actions the geometric-mean confidence
   is pi(a | view_l, l); confidences use the current policy at temperature 1, under no_grad, before
   the update. The paper writes the other levels' thoughts *conditioned on the chosen action*
-  (rationalisation); ours cannot see it (as the digest asks: otherwise confidences saturate).
+  (rationalisation); ours cannot see it (our choice: otherwise confidences saturate).
 * Update (step 9, :func:`policy_update`): one Adam step (lr ``rl_lr``, ours: 1e-3; the paper's
   5e-7 is for a 7B LLM) per iteration on the whole batch (the paper: mini-batches of 32, one PPO
   epoch). Loss = :func:`replib.rl.clipped_surrogate` (clip 0.2) on response log-probs + beta * mean
@@ -146,5 +148,5 @@ Fidelity notes (the paper's numbers are from an LLM; everything else is the dige
   One thread per process: two are not faster for these MLPs.
 * Exploratory regime search (:func:`regime_sweep`, not judged): CoPO vs GRPO for settings of the
   learning rate, the KL coefficient, the evaluation temperature, the number of iterations and the
-  variant (the digest's "strong" DepthWorld above).
+  variant (the "strong" DepthWorld above).
 """

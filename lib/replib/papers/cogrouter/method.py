@@ -1,5 +1,5 @@
-"""CogRouter's method: CoPO (cognition-aware policy optimisation), steps 2-9 of the algorithm as the
-digest ``/work/shared/papers/cogrouter.md`` summarises the official code; every function names the
+"""CogRouter's method: CoPO (cognition-aware policy optimisation), steps 2-9 of the algorithm of the
+official code (numbered by us, see :mod:`replib.papers.cogrouter`); every function names the
 step it implements. Nothing here knows DepthWorld: the policy is any module with the interface of
 :class:`replib.papers.cogrouter.task.LevelPolicy` (``action_logprobs``, ``response_terms``,
 ``response_logprob``) and a rollout is the dict of per-step-sample arrays that

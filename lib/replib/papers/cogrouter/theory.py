@@ -1,4 +1,4 @@
-"""Helpers of the CogRouter theory notebook (the digest's theory outline; the analysis is ours): the
+"""Helpers of the CogRouter theory notebook (the analysis is ours, not the paper's): the
 range of CoPO's weights, the fixed point of the expected level update and its iteration, and the
 comparison of GRPO's and CoPO's credit on one example.
 

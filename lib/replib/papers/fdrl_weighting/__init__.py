@@ -8,7 +8,7 @@ method, FEDORA (Rengarajan et al., NeurIPS 2024, arXiv 2305.03097), follows its 
 (github.com/DesikRengarajan/FEDORA): TD3+BC clients, the critic target max{min Q', min Q_g}, the actor
 loss with proximity to the global and the previous actor, the decay of delta_k, softmax weights
 exp(beta J_k) with beta = 0.1 and the overwrite of the clients by the global model. The paper's
-additions are the digest's *proposed* instantiation, because their formulas are not stated:
+additions are our own *proposed* instantiation, because their formulas are not stated:
 policy inconsistency PI_k = mean ||pi_k(s) - a||^2 / |A| on the client's data, scaling factor
 c = mean_k PI_k / mean_k |J_k|, score S_k = c J_k - PI_k, weights softmax(S_k / std_k S_k), and an
 adaptive pull alpha_0,k = rho alpha_0 (rho = 0.1) when the client's own score beats the global

@@ -1,6 +1,6 @@
 """The method: FEDORA's offline federated TD3+BC (the host, as in its released code) and the paper's
 plug-in, client weights from Q-values and policy inconsistency with an adaptive pull toward the
-global model (the exact formulas are not stated in the readable text: those pieces are the digest's
+global model (the exact formulas are not stated in the readable text: those pieces are our own
 *proposed* instantiation).
 
 All K clients of R federations ("runs") are one batched ensemble: every network holds its weights

@@ -95,7 +95,7 @@ def collect(kind: str, episodes: int, rng: np.random.Generator, expert_noise: fl
     return data
 
 
-# client kinds and their number of episodes (200 transitions each), as in the digest's proposal
+# client kinds and their number of episodes (200 transitions each): our choice (the paper's clients are not stated)
 CLIENT_MIXES = {
     "mixed": [("expert", 25), ("medium", 2), ("random", 25), ("random", 25)],
     "six": [("expert", 25), ("expert", 25), ("medium", 2), ("medium", 2), ("random", 25), ("random", 25)],

@@ -4,8 +4,8 @@ models, at CPU scale.
 Paper: "HieRD: Hierarchical Relational Distillation for Vision-Language Embedding Models" (ICML 2026,
 OpenReview ZyqAd4xpT5). Only the abstract, TL;DR and lay summary could be read. No official code was
 announced; the method follows a public research codebase that contains the HieRD training runs
-(github.com/DanhVinhLe/VLM_Embed, loss ``span_propose_attn``), as the chapter's digest
-(``shared/papers/hierd.md``) reconstructs it. Facts and equations carry over; the code is ours.
+(github.com/DanhVinhLe/VLM_Embed, loss ``span_propose_attn``), read from that code since the paper's
+method section was not available. Facts and equations carry over; the code is ours.
 
 Modules:
 
@@ -15,7 +15,7 @@ Modules:
   spans; the generated data set (``datasets.Dataset`` through ``core.cached_dataset``); patch
   ground-truth labels; P@1 and in-scene accuracy.
 * ``method.py``: the embedder (single-stream causal transformer, EOS pooling) both teacher and
-  student are, and the method's pieces, each beside its step: InfoNCE (eq. 1), text groups (step 2),
+  student are, and the method's pieces, each beside its step: InfoNCE (step 1), text groups (step 2),
   the clustering of teacher vision tokens and its transfer to the student grid (step 3), the
   parameter-free within-group weights (step 4), the relational and token losses (step 5), the
   attention-weighted cross-modal loss (step 6), RKD (step 7) and the total (step 8), with the
@@ -30,7 +30,8 @@ Fidelity notes:
 
 * Layer pairs: teacher hidden states {0, 2, 3} with student {0, 1, 2} (a 3-layer teacher, a 2-layer
   student): pair 1 word level (word groups, fine clusters on teacher layer 0), pairs 2-3 phrase
-  level (noun-chunk phrases, coarse clusters on teacher layer 2), as the digest proposes.
+  level (noun-chunk phrases, coarse clusters on teacher layer 2): our choice, the code's split
+  (pair 1 word level, the later pairs phrase level) scaled down to the toy models' depth.
 * The cross-modal attention is looked up with the hidden-state index, as in the code: pair (0, 0)
   uses the first layer's map, (2, 1) the third layer's, and the last pair has none.
 * Clustering: the code's distance and DBSCAN on a precomputed matrix (our own DBSCAN, the same
@@ -39,7 +40,8 @@ Fidelity notes:
   16-token grid (the code's 3rd percentile is reported beside them). A student token hit by
   teacher patches of several clusters takes the most frequent (our choice).
 * Where the code builds group vectors from detached states (so L^rel and L_cross pass no
-  gradient), the main HieRD student lets gradients flow (the digest's proposal); the detached
+  gradient), the main HieRD student lets gradients flow (our choice, as in the code's older
+  ``span_propose`` variant; the paper's text could not be checked); the detached
   variant is run too, and a check shows its gradient equals the token-level terms' alone.
 * Toy choices not in the paper: soft InfoNCE targets for answers repeated in a batch, gradient
   clipping at 1.0, learning rates and epochs, a 10% warm-up (the code: 3%; the students did not

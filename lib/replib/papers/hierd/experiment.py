@@ -103,7 +103,7 @@ def train_embedder(model: Embedder, data: dict, epochs: int, lr: float, cfg, see
                    weights: HieRDWeights | None = None, targets: dict | None = None) -> pd.DataFrame:
     """Train ``model`` for ``epochs`` passes over ``data`` (batches of ``cfg.batch`` in a seeded
     order), AdamW at peak learning rate ``lr`` with a cosine schedule after a linear warm-up over the
-    ``cfg.warmup`` share of the steps, gradient clipping. The loss is eq. 1 (InfoNCE of
+    ``cfg.warmup`` share of the steps, gradient clipping. The loss is step 1 (InfoNCE of
     queries against their answers, answers shared inside the batch are joint positives); with
     ``weights`` (a student) also ``weights.rkd`` x RKD against the teacher's embeddings and, when
     ``weights.kd`` or ``weights.cross`` is positive, :func:`hierd_loss` on the teacher ``targets``

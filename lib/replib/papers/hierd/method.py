@@ -1,16 +1,20 @@
-"""HieRD's pieces, each beside the equation or step of the digest it implements (numbers refer to the
-method section of ``shared/papers/hierd.md``, reconstructed from the public training code).
+"""HieRD's pieces, each beside the equation or step of the method it implements. The paper's method
+section could not be read; the steps are our numbering of the method as the public training code
+(github.com/DanhVinhLe/VLM_Embed, loss ``span_propose_attn``) implements it: 1 InfoNCE, 2 text groups,
+3 visual clusters and their transfer to the student grid, 4 within-group weights, 5 intra-modal losses,
+6 cross-modal loss, 7 RKD, 8 the total.
 
 * :class:`Embedder`: the single-stream embedder both teacher and student are, ``[image tokens]
-  [text tokens][EOS]`` through a causal pre-LN transformer, EOS pooling, L2-normalised (Problem).
-* :func:`info_nce` (eq. 1), :func:`rkd_loss` (step 7).
+  [text tokens][EOS]`` through a causal pre-LN transformer, EOS pooling, L2-normalised (the VLM2Vec-style
+  embedder the public code builds on).
+* :func:`info_nce` (step 1), :func:`rkd_loss` (step 7).
 * Text groups (step 2) come from the task's grammar; :func:`group_members` turns spans into labels.
 * Visual groups (step 3): :func:`cluster_distance`, :func:`dbscan`, :func:`cluster_tokens`,
   :func:`map_clusters` (teacher -> student grid).
 * :func:`group_weights` (step 4: within-group weights omega and group vectors g).
 * :func:`relational_loss`, :func:`token_loss` (step 5), :func:`cross_pi`, :func:`cross_loss` (step 6).
-* :data:`LAYER_PAIRS` and :func:`hierd_loss` (step 8, the total), with the ``detach_groups`` flag of
-  fidelity note (a).
+* :data:`LAYER_PAIRS` and :func:`hierd_loss` (step 8, the total), with the ``detach_groups`` flag for
+  the public code's behaviour (group vectors built from detached hidden states).
 """
 
 from __future__ import annotations
@@ -323,15 +327,15 @@ def cross_loss(pi: torch.Tensor, x_student: torch.Tensor, x_teacher: torch.Tenso
 # Step 8: the total
 # --------------------------------------------------------------------------------------------
 
-# (teacher hidden-state index, student hidden-state index, granularity): the digest's proposal for a
-# 3-layer teacher and 2-layer student, pair 1 word level, pairs 2-3 phrase level.
+# (teacher hidden-state index, student hidden-state index, granularity): our choice for a 3-layer
+# teacher and 2-layer student, the code's split scaled down: pair 1 word level, pairs 2-3 phrase level.
 LAYER_PAIRS = ((0, 0, "word"), (2, 1, "phrase"), (3, 2, "phrase"))
 
 
 @dataclass
 class HieRDWeights:
     """Step 8's weights (the code's: lambda_kd = lambda_x = 2.5, RKD at lambda_kd / 10, L^tok at 0.1).
-    ``relational=False`` drops L^rel and L_cross (the token-level-only variant of claim 4)."""
+    ``relational=False`` drops L^rel and L_cross (the token-level-only variant of the detached-gradient check)."""
 
     kd: float = 2.5
     cross: float = 2.5

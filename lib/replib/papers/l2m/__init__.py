@@ -5,8 +5,7 @@ time by amortised greedy conditional mutual information.
 Paper: "Learning-To-Measure: In-Context Active Feature Acquisition" (Kobayashi, Jing, Yao, Namkoong,
 Joshi; ICML 2026, arXiv 2510.12624; official code https://github.com/reAIM-Lab/Learning-To-Measure).
 The abstract, summaries, reviews and the complete official code could be read, not the paper's
-tables; tokens, masks, losses and the selector objective follow the code as summarised in the
-digest ``/work/shared/papers/l2m.md``.
+tables; tokens, masks, losses and the selector objective follow the official code.
 
 Modules:
 
@@ -23,8 +22,9 @@ Modules:
 Fidelity notes: the model is shrunk (width 32, two encoder layers, ~25k parameters); one random
 acquisition depth per target and step instead of all depths; the selector is trained with the
 inference mask (the code uses the autoregressive one); features are not re-standardised per task
-(every feature is $U(-2, 2)$ by construction); the book prior is sparse linear, not the digest's
-tanh network, because the latter did not learn within the book budget.
+(every feature is $U(-2, 2)$ by construction); the book prior is sparse linear, not the random tanh
+network modelled on the official code's semi-synthetic labels, because the latter did not learn
+within the book budget.
 
 Device: at the paper profile the models run on `core.model_device` (a GPU when present); smoke and
 book run on the CPU.

@@ -123,7 +123,7 @@ class L2M(nn.Module):
 def acquisition_state(r: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     """A random acquisition state per row: a depth $k$ uniform on $0..n_{avail}$, then $k$ of the row's
     available features (``r`` = 1) chosen uniformly, i.e. the state after $k$ random acquisitions.
-    (The code loops over all depths; we draw one per row and step, the digest's book deviation.)
+    (The code loops over all depths; we draw one per row and step, our choice for the book budget.)
     The uniforms are drawn on the CPU generator and moved to ``r``'s device."""
     scores = torch.rand(r.shape, generator=generator).to(r.device).masked_fill(r == 0, 2.0)
     rank = scores.argsort(dim=-1).argsort(dim=-1)

@@ -4,10 +4,11 @@ features change from task to task, with retrospective (MCAR) missingness, and th
 Contents: :data:`N_FEATURES`, :func:`sample_tasks`, :func:`marginal_nll` (and, re-exported from
 :mod:`.method`, :func:`gaussian_nll`).
 
-The prior is the digest's proposed CPU-scale version of the official code's semi-synthetic label
-generator: $x \\sim U(-2, 2)^6$, an informative subset $S$ of 1 to 3 features, $y = f(x_S) + \\epsilon$
-with $f$ a random one-hidden-layer tanh network of width 8 that only reads $x_S$, labels scaled to
-unit variance per task, noise sd 0.1, and MCAR missingness with a per-feature rate $U(0, p_{max})$.
+The prior is our CPU-scale version (our choice; the paper does not state it) of the official code's
+semi-synthetic label generator: $x \\sim U(-2, 2)^6$, an informative subset $S$ of 1 to 3 features,
+$y = f(x_S) + \\epsilon$ with $f$ a random one-hidden-layer tanh network of width 8 that only reads
+$x_S$, labels scaled to unit variance per task, noise sd 0.1, and MCAR missingness with a per-feature
+rate $U(0, p_{max})$.
 """
 
 from __future__ import annotations

@@ -2,9 +2,15 @@
 transitions, learning the score and the Hessian of log p_t, at CPU scale.
 
 Paper: Qian, Su, Huang, Chen, "Likelihood Matching for Diffusion Models" (ICML 2026, arXiv
-2508.03636). Official code: none found. Only the abstract, summaries and reviews could be read, so
-the method is the digest's reconstruction (``/work/shared/papers/likelihood_matching.md``, "Method",
-sections 1-6); every item says whether the digest marks it (derived) or (proposed).
+2508.03636). Official code: none found. Only the abstract, summaries and reviews could be read (not
+the method section, theorems, hyperparameters or tables), so the method is our reconstruction from
+the abstract's definitions, in six sections that the modules cite by number (ours, not the paper's):
+1 the forward process, 2 the likelihood along the reverse path, 3 the exact moments of a reverse
+transition (second-order Tweedie), 4 the Gaussian quasi-likelihood and the LM objective, 5 the
+low-rank Hessian parameterisation (the paper names a low-rank Hessian and Sherman-Morrison-Woodbury;
+the exact form is ours), 6 the stochastic sampler. Items marked (derived) follow from the abstract's
+definitions by exact, standard identities; items marked (proposed) are our choices where the readable
+text states nothing.
 
 Modules (torch for the network, float64 torch/numpy for the Gaussian algebra):
 
@@ -12,7 +18,7 @@ Modules (torch for the network, float64 torch/numpy for the Gaussian algebra):
   :func:`time_grid`, :func:`posterior_variance`. Second-order Tweedie (section 3):
   :func:`tweedie_moments`; the quasi-likelihood in its Rao-Blackwellised form (section 4):
   :func:`quasi_likelihood_rb` (dense C), :func:`smw_terms` (section 5, Sherman-Morrison-Woodbury),
-  :func:`covariance_factors`. The network (section 5, "Models"): :class:`LMNet` (shared trunk,
+  :func:`covariance_factors`. The network (section 5): :class:`LMNet` (shared trunk,
   heads eps/score, log-diagonal, low-rank factor) and :func:`hessian_from_model`; the losses
   :func:`training_loss` (LM, B3, B4, DSM). Reverse steps and samplers (section 6, baselines B1-B4):
   :func:`isotropic_reverse`, :func:`model_reverse_fn`, :func:`exact_reverse_fn`, :func:`sample`.
@@ -48,7 +54,7 @@ Fidelity notes and resolved ambiguities (ours unless marked):
   ``n_steps_grid`` (the grid spacings used at test), s = max(t - Delta, 0) (proposed). All methods
   see the same stream of (x0, t, Delta, eps) for a given seed.
 * Network: ``MLP([2 + 16, 64, 64, 64, 2 + 2 + 2 r], activation="silu")`` from
-  :mod:`replib.models.mlp`, the digest's 3 x 64 SiLU trunk, input x_t concatenated with a 16-d
+  :mod:`replib.models.mlp`, a 3 x 64 SiLU trunk (proposed), input x_t concatenated with a 16-d
   sinusoidal embedding of t (8 geometric frequencies 1..200 rad). (A first version used tanh, which
   saturates: eps_theta stayed bounded for far-out x and the sampler's 1/a expansion, up to
   1/sqrt(alpha_bar_1) ~ 150x, produced rare samples at |x| ~ 40 that dominated SW2. SiLU, like ReLU,
@@ -61,9 +67,9 @@ Fidelity notes and resolved ambiguities (ours unless marked):
 * Covariance heads (section 5, proposed form Sigma_theta = diag(e^lambda) + L L^T for Cov[X0 | x_t]):
   we scale by the forward variance so the heads output O(1) numbers at every t:
   lambda = clamp(raw, -10, 5) + log(1 - alpha_bar_t), L = raw_L sqrt(1 - alpha_bar_t) (ours; the
-  digest's clamp is applied to the raw head). D gets + 1e-5 (digest's jitter).
+  proposed clamp to [-10, 5] is applied to the raw head). D gets + 1e-5 (a proposed jitter).
 * LM objective: the Rao-Blackwellised L^RB of section 4 (proposed), averaged over the batch with no
-  time weighting; C = I for the first 10 % of steps (the digest's proposed warm start), for every
+  time weighting; C = I for the first 10 % of steps (a proposed warm start), for every
   objective with a learned covariance.
 * Training recipe (ours, declared in chapter.yml before it was measured): the loss value of L^RB,
   but the score receives the gradient of the identity-weighted term (B3's) and the covariance heads

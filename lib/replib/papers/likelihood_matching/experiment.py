@@ -84,8 +84,8 @@ def train_model(objective: str, seed: int = 0, steps: int = 1500, batch_size: in
     cosine-decayed lr, fresh mixture samples each step; t ~ U(0, 1], Delta = 1/N with N uniform over
     ``n_steps_grid``, s = max(t - Delta, 0) (proposed). The data stream depends on ``seed`` only, so
     every objective sees the same (x0, t, Delta, eps). C = I for the first ``warmup_frac`` of the
-    steps for the objectives with a learned covariance (the digest's proposed warm start). Returns (net, info) with info
-    dict(seconds, final_loss)."""
+    steps for the objectives with a learned covariance (a proposed warm start). Returns (net, info) with
+    info dict(seconds, final_loss)."""
     mix = ring_mixture() if mix is None else mix
     net = LMNet(d=mix["means"].shape[1], rank=rank, seed=seed)
     gen = torch.Generator().manual_seed(10_000 + int(seed))

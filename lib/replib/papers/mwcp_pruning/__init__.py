@@ -37,7 +37,7 @@ edge weights a_ij = g(D(z_i, z_j)) <= 0 for j in N(i), and 0 for a missing edge;
 is counted once (Eq. 3). Accuracies in the experiment rows are in percent; a pruning ratio p keeps
 b = round((1 - p) N) samples.
 
-Fidelity notes (where the digest leaves room):
+Fidelity notes (where the paper and the official code leave room, our choices):
 
 * Eq. 3 vs Eqs. 4-5: the literal sample-wise form counts each pair twice; we implement Eq. 3, and the
   greedy's score is its exact marginal (Eq. 7).

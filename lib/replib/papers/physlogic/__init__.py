@@ -2,8 +2,8 @@
 (Yu, Xu, Chen, Zhao, Wang, Mao; ICML 2026, arXiv 2605.17104).
 
 Sources. Only the abstract and the first lines of the paper could be read. The logicality metrics
-follow the official evaluation code (https://github.com/ScienceOne-AI/PhysLogic) as the book's
-digest records it: sentence splitting at ``[.!?]+\\s+``, cosine similarities between nexuses and
+follow the official evaluation code (https://github.com/ScienceOne-AI/PhysLogic): sentence
+splitting at ``[.!?]+\\s+``, cosine similarities between nexuses and
 sentences, greedy one-to-one matching at tau = 0.3, logical fidelity F (weighted recall, count
 precision), causal connection O (weighted pairwise order of positional centroids) and inferential
 progress P (novelty of each sentence's focus column). The paper's training-data sampling, training
@@ -17,14 +17,14 @@ Modules:
 * ``method`` -- the assessment (steps 1-7) with a TF-IDF encoder, ``assess`` for many traces, the
   selection score S = (F + O + P) / 3 and ``select_traces`` (logicality-guided, correctness-only,
   unfiltered).
-* ``experiment`` -- the cached candidate corpus (a ``datasets.Dataset``), claim 4's defect check,
+* ``experiment`` -- the cached candidate corpus (a ``datasets.Dataset``), the defect check (claims p2-p5),
   fine-tuning the shared tiny GPT (``replib.models.causal_lm``) per condition, greedy and
   temperature-1 evaluation, the profiles and ``claim_values``.
 * ``exercises`` -- graders for O and P.
 
 Fidelity notes. Exact: the metric formulas and their quirks (greedy matching, raw similarities in
 the centroids, strict order in O, O = 0.5 for one nexus, P = 1 for one sentence, zero columns
-skipped in P, F = O = P = 0 for empty reasoning). Ours or the digest's proposals: the encoder
+skipped in P, F = O = P = 0 for empty reasoning). Ours (the paper does not state them): the encoder
 (TF-IDF over word 1- and 2-grams with a small stop-word list, fitted on the training problems'
 nexus and answer sentences, instead of all-MiniLM-L6-v2), the nexus weights (2 for the step that
 derives the asked quantity, 1 otherwise), the teacher and its defect rates, best-of-8 selection by

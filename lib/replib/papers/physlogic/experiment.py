@@ -27,7 +27,7 @@ __all__ = [
 # The teacher's defect probabilities (ours: the paper's teacher is not known). About one candidate
 # in five is free of defects; shortcut and skip keep the answer right, slip does not.
 TEACHER_RATES = {"skip": 0.3, "swap": 0.3, "loop": 0.25, "irrelevant": 0.25, "shortcut": 0.1, "slip": 0.2}
-# Claim 4 of the digest: the metric each defect should lower.
+# The defect check (claims p2-p5 of chapter.yml): the metric each defect should lower.
 DEFECT_TARGETS = {"skip": "Rec", "swap": "O", "loop": "P", "irrelevant": "Prec"}
 LOGICAL_DEFECTS = {"skip", "swap", "loop", "irrelevant", "shortcut"}
 TRAIN_STEPS = (2, 3)
@@ -105,7 +105,7 @@ def candidate_corpus(cfg, seed: int, train: list[dict], encoder: TfidfEncoder):
 
 
 def defect_effects(cfg, seed: int, encoder: TfidfEncoder) -> pd.DataFrame:
-    """Claim 4's check, no training: for ``n_defect_problems`` fresh problems, the metrics of the
+    """The defect check (claims p2-p5), no training: for ``n_defect_problems`` fresh problems, the metrics of the
     defect-free trace and of each single-defect trace (one row per problem and defect, ``clean``
     included), on the same problems."""
     rng = np.random.default_rng([seed, 3])
@@ -198,7 +198,7 @@ def evaluate(model, problems: list[dict], encoder: TfidfEncoder, tau: float, tem
 
 
 def run_seed(cfg, seed: int, progress=None, threads: int = 1) -> dict:
-    """One seed: problems, encoder, the scored candidate corpus, claim 4's defect check, then for
+    """One seed: problems, encoder, the scored candidate corpus, the defect check, then for
     every condition of ``cfg.conditions`` the selected traces, a fine-tuned model and its held-out
     evaluation. Plain data only (no models). The models run on ``model_device(cfg.profile)`` (a GPU
     at the paper profile when there is one)."""
@@ -250,7 +250,7 @@ def run_seed(cfg, seed: int, progress=None, threads: int = 1) -> dict:
 
 def run_experiment(cfg, progress=None, threads: int = 1) -> dict:
     """:func:`run_seed` for every seed; data frames ``selected`` (the training sets), ``evals``
-    (held-out solutions), ``defects`` (claim 4), ``losses`` and ``seconds``."""
+    (held-out solutions), ``defects`` (claims p2-p5), ``losses`` and ``seconds``."""
     runs = [run_seed(cfg, seed, progress, threads) for seed in cfg.seeds]
     return {"selected": pd.DataFrame([r for run in runs for r in run["selected"]]),
             "evals": pd.concat([run["evals"] for run in runs], ignore_index=True),
@@ -269,14 +269,14 @@ def _gap(evals: pd.DataFrame, decoding: str, column: str) -> float:
 
 
 def _defect_drop(defects: pd.DataFrame, defect: str, metric: str) -> float:
-    """Claim 4: mean ``metric`` of the defect-free traces minus that of the ``defect`` traces."""
+    """Claims p2-p5: mean ``metric`` of the defect-free traces minus that of the ``defect`` traces."""
     means = defects.groupby("defect")[metric].mean()
     return float(means["clean"] - means[defect])
 
 
 def claim_values(results: dict, cfg) -> dict[int, dict[str, float]]:
     """``{seed: {claim_id: value}}`` for every claim of ``chapter.yml``. The gaps are
-    logicality-guided minus correctness-only (nan where a condition was not run); claim 4's drops
+    logicality-guided minus correctness-only (nan where a condition was not run); p2-p5's drops
     compare defect-free and single-defect traces of the same problems; c1 is Spearman's rho between
     F and correctness over the greedy held-out solutions of the two conditions; the premises read
     the teacher's candidates (``selected`` rows) and the selected training traces."""

@@ -1,7 +1,7 @@
 """PhysLogic's method: the logicality assessment (Logical Fidelity F, Causal Connection O,
 Inferential Progress P, as the official metric code defines them) with an offline TF-IDF sentence
-encoder, and logicality-guided selection of training traces (the book's proposed best-of-K version
-of the paper's "data sampling guided by the assessment criteria").
+encoder, and logicality-guided selection of training traces (our best-of-K stand-in for the
+paper's "data sampling guided by the assessment criteria", whose details could not be read).
 
 Steps of the assessment (numbered as in the chapter):
 
@@ -33,7 +33,7 @@ __all__ = [
 
 TAU = 0.3
 SENTENCE_SPLIT = re.compile(r"[.!?]+\s+")
-# Words every canonical sentence shares; without them consecutive steps look alike (digest pilot).
+# Words every canonical sentence shares; without them consecutive steps look alike (our pilot, not the paper).
 STOP_WORDS = ["by", "the", "of", "law", "s", "so", "answer", "is", "definition", "theorem"]
 CONDITIONS = ("logicality", "correctness", "unfiltered")
 

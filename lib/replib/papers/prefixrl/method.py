@@ -17,8 +17,8 @@ __all__ = [
 
 def draw_prefix_len(method: str, L: int, rng: np.random.Generator) -> int:
     """h for one RL step, the length of the correct prefix in x + y^x_{1:h} (algorithm step 2):
-    PrefixRL draws h ~ U{floor(L/2), ..., L-2} (digest proposal); GRPO, SFT-then-RL and the
-    importance-weighted baseline use h = 0."""
+    PrefixRL draws h ~ U{floor(L/2), ..., L-2} (our choice; the paper does not state it); GRPO,
+    SFT-then-RL and the importance-weighted baseline use h = 0."""
     if method == "prefixrl":
         return int(rng.integers(L // 2, L - 1))
     return 0

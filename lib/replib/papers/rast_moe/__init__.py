@@ -5,9 +5,10 @@ state, and a reward whose service-violation penalty is an online Lagrange multip
 Paper: "RAST-MoE-RL: A Regime-Aware Spatio-Temporal MoE Framework for Deep Reinforcement Learning in
 Ride-Hailing" (Tang, Cui, Park, Zhao, Jiang, He, Zhuang, Wang, Yu, Koutsopoulos, Zhao; ICML 2026,
 arXiv 2512.13727). Sources: only the abstracts (arXiv v1 and the ICML version) and the public
-reviews of an earlier version (OpenReview xQRAo9YUQ3) could be read; no official code was found.
-The book's digest (``/work/shared/papers/rast_moe.md``) reconstructs the method from them and
-proposes the concrete forms used here; each docstring says which parts are stated, proposed or ours.
+reviews of an earlier version (OpenReview xQRAo9YUQ3) could be read; no official code was found. The
+chapter reconstructs the method from them and proposes concrete forms for what they leave open; each
+docstring says which parts are stated (abstracts, reviews), proposed (our concrete form of a stated
+idea) or ours (not stated at all).
 
 Modules:
 
@@ -21,7 +22,7 @@ Modules:
   :func:`~.method.update_lambda`), PPO (Eq. 7: :func:`~.method.gae`, :func:`~.method.ppo_loss`,
   :func:`~.method.collect_rollouts`, :func:`~.method.ppo_update`, :func:`~.method.train_ppo`,
   :class:`~.method.PPOConfig`).
-* :mod:`.task`: the grid city (digest's proposal, sizes ours): regimes and the day's schedule,
+* :mod:`.task`: the grid city (our design and sizes): regimes and the day's schedule,
   Poisson demand with hotspots, the density-speed congestion surrogate, batched Hungarian matching of
   the released zones (:func:`~.task.match_released`), abandonment after 600 s, the state features,
   the evaluation reward and metrics, and the heuristic policies (fixed release intervals, threshold

@@ -3,7 +3,7 @@ last feed-forward block is a sparse mixture of experts routed once per state fro
 embedding, trained on a reward whose service-violation penalty is an online Lagrange multiplier.
 
 Equation labels follow the chapter (the paper's text could not be read; "stated" means stated in
-the abstracts or the public reviews, "proposed" the digest's concrete version):
+the abstracts or the public reviews, "proposed" our concrete version):
 
 * (1) factorised policy, stated: pi(a | s) = prod_z sigma(l_z)^{a_z} (1 - sigma(l_z))^{1 - a_z};
   :func:`factorised_log_prob`, :func:`factorised_entropy`.
@@ -286,7 +286,7 @@ def collect_rollouts(policy, envs, rngs, reward_fn, greedy: bool = False, torch_
 
 
 class PPOConfig:
-    """PPO hyperparameters (the paper's are not stated; the digest's proposal): clip 0.2, GAE gamma
+    """PPO hyperparameters (the paper's are not stated; our choice): clip 0.2, GAE gamma
     0.99 and lambda 0.95, value coefficient 0.5, entropy 0.01, load balance 0.01, Adam 3e-4 (the
     experiment uses 1e-3), 4 epochs of 2 minibatches per iteration; ``reward_scale`` (ours) multiplies
     the rewards before GAE so that the value loss does not swamp the policy gradient."""

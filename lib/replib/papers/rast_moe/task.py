@@ -1,7 +1,7 @@
 """The toy world of the RAST-MoE chapter: a grid city with demand regimes, a density-speed
 congestion surrogate, zone-wise hold/release decisions and batched (Hungarian) matching.
 
-Everything here is the digest's proposal or ours (the paper's simulator, data and feature list
+Everything here is our choice (the paper's simulator, data and feature list
 could not be read). Units: distances in km, times in seconds, one decision epoch = ``DT`` seconds.
 
 * City: ``SIDE x SIDE`` zones of 1 km (Z = 16 at the default side 4), zone z at row z // SIDE,
@@ -11,11 +11,11 @@ could not be read). Units: distances in km, times in seconds, one decision epoch
   zones), ``peak_corner`` (the top-left 2 x 2 block), and ``peak_edge`` (the bottom row, never seen
   in training: the unseen regime). A day (:func:`day_schedule`) runs offpeak, peak_center, offpeak,
   peak_corner in four equal segments; the unseen day replaces both peaks by ``peak_edge`` and scales
-  all demand by 1.3 (digest's claim 2).
-* Congestion (the MFD analogue, digest): speed v = V_FREE max(0.2, 1 - rho / RHO_JAM) with rho the
-  fleet's busy fraction plus a background density (0.1 in peaks, 0 off-peak); travel time =
-  Manhattan distance / v.
-* Matching (paper, step 2; algorithm and radius not stated, the digest's choice): the waiting
+  all demand by 1.3 (our form of the abstracts' unseen regimes; the chapter's claim c2).
+* Congestion (our analogue of the paper's MFD; its form is not stated): speed
+  v = V_FREE max(0.2, 1 - rho / RHO_JAM) with rho the fleet's busy fraction plus a background density
+  (0.1 in peaks, 0 off-peak); travel time = Manhattan distance / v.
+* Matching (paper, step 2; algorithm and radius not stated, our choice): the waiting
   requests of the released zones and all idle vehicles within ``RADIUS`` km (Manhattan) are matched
   by one minimum-total-pickup-distance assignment (``scipy.optimize.linear_sum_assignment``).
 * A request waits until it is matched or until it has waited ``PATIENCE`` seconds (abandonment, the
@@ -99,7 +99,7 @@ def day_schedule(cfg: CityConfig) -> list[str]:
 
 def speed_factor(busy_fraction: float, regime: str) -> float:
     """v / V_FREE = max(0.2, 1 - rho / RHO_JAM), rho = busy fraction + background density (0.1 in a
-    peak): the digest's Greenshields-style stand-in for the paper's MFD-consistent travel times."""
+    peak): our Greenshields-style stand-in for the paper's MFD-consistent travel times."""
     rho = busy_fraction + (0.1 if regime != "offpeak" else 0.0)
     return max(0.2, 1.0 - rho / RHO_JAM)
 
@@ -297,8 +297,8 @@ def fixed_interval_policy(interval: int):
 
 
 def threshold_policy(max_wait: float = 120.0):
-    """Heuristic baseline (digest): release a zone when its waiting requests are at least its idle
-    vehicles nearby, or when its oldest request has waited ``max_wait`` seconds."""
+    """Heuristic baseline (ours, not one of the paper's): release a zone when its waiting requests are
+    at least its idle vehicles nearby, or when its oldest request has waited ``max_wait`` seconds."""
     def policy(env, obs):
         zone_feats, _ = obs
         waiting, oldest, near = zone_feats[:, 0] * 5, zone_feats[:, 1] * PATIENCE, zone_feats[:, 3] * 20

@@ -1,4 +1,4 @@
-"""Helpers of the RAST-MoE theory notebook (the digest's theory outline): the batching effect of
+"""Helpers of the RAST-MoE theory notebook: the batching effect of
 holding (:func:`batch_pickup_distance`, :func:`hold_cost_curve`), the flow of the density-speed
 relation (:func:`flow`), parameters against active parameters of a top-k MoE
 (:func:`moe_parameter_counts`) and dual ascent on a constrained two-armed bandit

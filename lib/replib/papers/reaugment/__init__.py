@@ -5,9 +5,9 @@ Paper: "ReAugment: Model Zoo-Guided RL for Few-Shot Time Series Augmentation and
 (ICML 2026, arXiv 2409.06282; earlier versions "Learning Augmentation Policies from A Model Zoo for
 Time Series Forecasting" (AutoTSAug) and "Automated Data Augmentation for Few-Shot Time Series
 Forecasting"). No official code was found. Only the abstracts, the opening of the introduction,
-independent summaries and the public ICLR reviews of the first version could be read (the digest
-``/work/shared/papers/reaugment.md``); every docstring names the stage and step it implements, and
-says "(proposed)" where the form is the digest's reconstruction.
+independent summaries and the public ICLR reviews of the first version could be read; every
+docstring names the stage and step it implements, and says "(proposed)" where the form is our
+reconstruction (the paper's formula could not be read).
 
 The method in four stages, a window being w = [x; y] (look-back L = 36, horizon H = 12):
 
@@ -40,14 +40,15 @@ Modules:
   :func:`toy_zoo_variance`, :func:`shaped_reward`, :func:`reinforce_gaussian`.
 * :mod:`.exercises`: the graders :func:`check_fold_gap`, :func:`check_gaussian_kl`.
 
-Fidelity notes. Not stated in what could be read, so ours or the digest's: K = 5; the anchors as a
-fraction (top 50%) rather than a threshold; the reward's formula (the first version steered toward
-*lower* zoo variance, the later ones toward overfit-prone regions under a proximity constraint:
-this package does the latter, in a bounded log form, since an unbounded variance reward made the
-digest's generator run away); the VMAE's mask (one contiguous 25% span), sizes (latent 8, hidden
-64), loss weights (beta = 0.1, per-step scaling) and the prior's log-variance clamp [-6, 2]; only
-the prior network is updated in stage B (the decoder fixed); the zoo is not retrained during stage
-B; 2 generated windows per anchor. The forecaster is an MLP, not the paper's Transformers, and it
-is trained with weight decay (0.1, or 0.01 on co2), without which it is worse than the look-back
-mean on El Nino; the digest's recipe without weight decay is run as well (claims m3, m4).
+Fidelity notes. Not stated in what could be read, so our choice: K = 5; the anchors as a fraction
+(top 50%) rather than a threshold; the reward's formula (the first version steered toward *lower*
+zoo variance, the later ones toward overfit-prone regions under a proximity constraint: this package
+does the latter, in a bounded log form, since an unbounded variance reward made the generator of our
+planning pilot run away); the VMAE's mask (one contiguous 25% span), sizes (latent 8, hidden 64),
+loss weights (beta = 0.1, per-step scaling) and the prior's log-variance clamp [-6, 2]; only the
+prior network is updated in stage B (the decoder fixed); the zoo is not retrained during stage B; 2
+generated windows per anchor. The forecaster is an MLP, not the paper's Transformers, and it is
+trained with weight decay (0.1, or 0.01 on co2), without which it is worse than the look-back mean
+on El Nino; the forecaster recipe of our first plan, without weight decay, is run as well (claims
+m3, m4).
 """

@@ -106,8 +106,8 @@ def run_dataset(cfg, seed: int, name: str, weight_decay: float | None = None, vm
     forecaster), ``reference`` (test MSE of the look-back mean and seasonal naive forecasts),
     ``examples`` (the top anchor and 5 samples from it before and after RL) and ``seconds``.
     ``weight_decay`` replaces the data set's :data:`task.WEIGHT_DECAY` for every forecaster (zoo
-    members and retrained models; m3 and m4 use 0.0, the digest's recipe). ``vmae_state``, the
-    stage-A VMAE of an earlier run of the same seed and data set (returned as ``vmae_state``), is
+    members and retrained models; m3 and m4 use 0.0, the recipe of our first plan). ``vmae_state``,
+    the stage-A VMAE of an earlier run of the same seed and data set (returned as ``vmae_state``), is
     loaded instead of training it again: stage A does not depend on the forecaster."""
     d = DATASETS.index(name)
     key = {"seed": seed, "dataset": name}

@@ -5,8 +5,8 @@ on the augmented set) is a plain concatenation, done in the experiment.
 
 The method knows nothing of the data sets: a window is a vector w = [x; y] of T = L + H numbers,
 and the zoo is any callable that maps look-backs (N, L) to the K members' forecasts (K, N, H).
-Where the paper's formula could not be read, the docstring says "(proposed)": the form is the
-digest's reconstruction.
+Where the paper's formula could not be read, the docstring says "(proposed)": the form is our
+reconstruction.
 
 Contents:
 
@@ -100,7 +100,7 @@ def fold_gap(errors, folds) -> tuple[np.ndarray, np.ndarray]:
 
 
 def contiguous_mask(n: int, length: int, ratio: float, generator: torch.Generator) -> torch.Tensor:
-    """Stage A's masking (mask shape and ratio not stated in the paper; the digest's choice): one
+    """Stage A's masking (mask shape and ratio not stated in the paper; our choice): one
     contiguous span of round(ratio * length) steps per window, its start uniform over the positions
     where it fits. Returns (n, length) floats, 1 on the masked span."""
     span = max(1, int(round(ratio * length)))
@@ -120,11 +120,11 @@ class VMAE(torch.nn.Module):
 
     * posterior q(z | w): an MLP T-h-2d on the full window (mean and log-variance of z);
     * prior p(z | w_vis, m): an MLP 2T-h-2d on the visible window w_vis = w (1 - m) and the mask
-      m; its log-variance is clamped to [-6, 2] (the digest's choice, to keep sampling stable);
+      m; its log-variance is clamped to [-6, 2] (our choice, to keep sampling stable);
     * decoder: an MLP (d + 2T)-h-h-T from (z, w_vis, m) to the regenerated full window.
 
     All three are :class:`replib.models.mlp.MLP` (seeded). Sizes (latent d = 8, hidden h = 64) are
-    the digest's; the paper does not state them. At generation z is drawn from the prior, so that
+    ours; the paper does not state them. At generation z is drawn from the prior, so that
     one anchor yields many windows centred on it; the prior is the policy of stage B."""
 
     def __init__(self, length: int, latent: int = 8, hidden: int = 64, seed: int = 0):
@@ -154,7 +154,7 @@ class VMAE(torch.nn.Module):
 
 
 def vmae_loss(model: VMAE, w: torch.Tensor, mask: torch.Tensor, beta: float = 0.1) -> tuple[torch.Tensor, dict]:
-    """Stage A's objective (weights not stated in the paper; the digest's): with z ~ q(z | w) by
+    """Stage A's objective (weights not stated in the paper; ours): with z ~ q(z | w) by
     reparameterisation, mean_t (w_hat_t - w_t)^2 + beta KL(q(z | w) || p(z | w_vis, m)) / T,
     averaged over the batch (a conditional-VAE ELBO with a per-step reconstruction term). Returns
     (loss, {"reconstruction", "kl"})."""

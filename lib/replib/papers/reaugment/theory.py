@@ -1,4 +1,4 @@
-"""Helpers of the ReAugment theory notebook (the digest's theory outline): a K-fold polynomial zoo
+"""Helpers of the ReAugment theory notebook: a K-fold polynomial zoo
 on a one-dimensional regression toy, the score-function (REINFORCE) and reparameterised gradient
 estimators for a Gaussian policy, and the reward-shaping toy in two dimensions.
 

@@ -1,6 +1,6 @@
 """SGB-IB, the method: IB representation of multi-view data, mutual-information purity of a
 granular ball, recursive ball splitting, the structure-aware IB objective over balls and its
-sequential draw-and-merge optimiser. Everything past the abstract's five points is the digest's
+sequential draw-and-merge optimiser. Everything past the abstract's five points is our
 proposed reading (the paper's equations could not be read)."""
 
 from __future__ import annotations

@@ -16,11 +16,11 @@ Modules:
 * ``exercises``: graders of the implementation notebook's exercises.
 
 Fidelity notes: BAGEL is a 7B mixture-of-transformers that generates VAE latents by rectified flow;
-here a 2-layer decoder generates discrete patch tokens by masked-token parallel decoding (the
-digest's stand-in for flow matching: cross-entropy on masked tokens instead of the velocity MSE,
+here a 2-layer decoder generates discrete patch tokens by masked-token parallel decoding (our
+stand-in for flow matching: cross-entropy on masked tokens instead of the velocity MSE,
 confidence-ordered unmasking instead of flow steps, no classifier-free guidance). The release
-trains every image block of a record; for budget we train one block per record, drawn uniformly,
-as the digest proposes. T2S-CompBench's scoring is not known: the metrics are deterministic
+trains every image block of a record; for budget we train one block per record, drawn uniformly
+(our choice). T2S-CompBench's scoring is not known: the metrics are deterministic
 parsers of ours.
 
 Device: at the paper profile the models run on `core.model_device` (a GPU when present); smoke and

@@ -5,7 +5,7 @@ A table is a top (a horizontal bar of width 5-8 in row 0-2) and ``k`` legs (1-pi
 from under the top to the floor): two at the ends of the top, the rest at random interior columns,
 not adjacent to each other or to the ends. The trace adds one part per step in parent-before-child
 order (top, left leg, right leg, interior legs); the rationale tokens are *relative* (``LEG_LEFT``,
-...), so the exact geometry lives only in the rendered states (the digest's proposed toy).
+...), so the exact geometry lives only in the rendered states (a toy of our own design, not from the paper).
 """
 
 from __future__ import annotations

