@@ -43,9 +43,9 @@ replay-one: setup          ## re-run one committed seed of the cheapest chapter;
 replay: setup              ## re-run one committed seed of every chapter (about a third of `make book`)
 	$(REPLIB) replay --all
 
-mutants: setup             ## mutation testing (mutmut): make mutants PATTERNS='replib/core/*.py'; not part of make test
+mutants: setup             ## mutation testing (mutmut): make mutants [PATTERNS='replib/papers/foam/method.py' TESTS=tests/papers/test_foam.py]
 	$(PY) -m pip install -q mutmut==3.8.1
-	tools/mutants.sh $(PATTERNS)
+	TESTS='$(TESTS)' tools/mutants.sh $(PATTERNS)
 
 book: setup                 ## execute every notebook at the book profile (cached) and build _build/html
 	$(REPLIB) book

@@ -434,3 +434,35 @@ def test_formatting_of_values_intervals_and_verdicts():
     assert format_interval([None, 1.0]) == "n/a" and format_interval([NAN, NAN]) == "n/a"
     assert format_verdict("undecided", None) == "undecided (no seed count at this spread)"
     assert format_verdict("holds", 7) == "holds" and format_verdict(None, None) == ""
+
+
+def test_declarations_with_the_wrong_types_are_refused():
+    good = _claim("a", "headline", "<=", 1)
+    for key, bad in (("threshold", "0.85"), ("threshold", True), ("null", "one"), ("null", False)):
+        with pytest.raises(ValueError, match=f"claim 'a': {key} must be a number"):
+            validate_claims({"claims": [{**good, key: bad}]})
+    with pytest.raises(ValueError, match="only preconditions have a kind"):
+        validate_claims({"claims": [{**good, "kind": "competence"}]})
+    with pytest.raises(ValueError, match="list of integers"):
+        validate_seeds({"confirmatory_seeds": [1000, 1001, 1002, 1003, True]})
+    with pytest.raises(ValueError, match="list of integers"):
+        validate_seeds({"confirmatory_seeds": [1000, 1001, 1002, 1003, 1004.0]})
+
+
+def test_the_versions_record_names_every_numeric_package_loaded():
+    import platform
+
+    import pandas
+    import scipy
+    import sklearn
+    import torch
+    import transformers
+
+    import replib
+    from replib.core.ledger import package_versions
+
+    versions = package_versions()
+    assert versions["platform"] == platform.platform(terse=True)
+    for module in (replib, np, scipy, pandas, torch, transformers, sklearn):
+        assert versions[module.__name__] == module.__version__
+    assert versions["matplotlib"] == __import__("matplotlib").__version__

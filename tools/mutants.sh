@@ -4,8 +4,9 @@
 # notices "survived". mutmut expects src/ or a flat layout, so this runs in a scratch copy where lib/
 # becomes src/ (tests that name lib/ paths are rewritten there, not here).
 #
-#   tools/mutants.sh [PATTERN ...]     default: replib/core/ledger.py (about 15 min on 2 cores)
-#   e.g. tools/mutants.sh 'replib/core/*.py' 'replib/papers/foam/method.py'   (hours for all of them)
+#   [TESTS='tests/...'] tools/mutants.sh [PATTERN ...]
+#   default: replib/core/ledger.py against the ledger, results and core tests (about 10 min on 2 cores)
+#   e.g. TESTS=tests/papers/test_foam.py tools/mutants.sh replib/papers/foam/method.py
 #
 # Tests that compare with the committed state of this checkout (fingerprints, regenerated pages) are
 # left out: in the copy they would fail for every mutant alike and tell nothing.
@@ -13,12 +14,13 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 python="${PYTHON:-$here/.venv/bin/python}"
 patterns=("${@:-replib/core/ledger.py}")
+read -r -a tests <<< "${TESTS:-tests/test_ledger.py tests/test_results.py tests/test_core.py}"
 work="$(mktemp -d /tmp/replib-mutants.XXXXXX)"
 trap 'echo "mutants: scratch copy kept in $work (mutmut results / mutmut show NAME there)"' EXIT
 mkdir -p "$work/src"
 cp -r "$here/lib/replib" "$work/src/replib"
 cp -r "$here/tests" "$here/notebooks" "$here/data" "$here/book" "$here/tools" "$here/_toc.yml" \
-      "$here/_config.yml" "$here/README.md" "$work/"
+      "$here/_config.yml" "$here/README.md" "$here/pyproject.toml" "$work/"
 rm -rf "$work/data/cache"
 grep -rl "lib/replib" "$work/tests" | xargs -r sed -i 's#lib/replib#src/replib#g'
 {
@@ -26,9 +28,10 @@ grep -rl "lib/replib" "$work/tests" | xargs -r sed -i 's#lib/replib#src/replib#g
   echo "source_paths=src/replib"
   echo "only_mutate="; for p in "${patterns[@]}"; do echo "    src/$p"; done
   echo "also_copy=notebooks"; for f in data book tools _toc.yml _config.yml README.md; do echo "    $f"; done
+  echo "pytest_add_cli_args_test_selection=${tests[0]}"; for t in "${tests[@]:1}"; do echo "    $t"; done
   echo "pytest_add_cli_args=-p"; echo "    no:cacheprovider"; echo "    -q"; echo "    -k"
-  echo "    not match_their_sources and not consistent_and and not fingerprint and not regenerated and not verdict_box and not rejudge and not stale"
+  echo "    not installed_by_pyproject and not list_and_check and not check_sees_stale and not match_their_sources and not consistent_and and not fingerprint and not regenerated and not verdict_box and not rejudge and not stale"
 } > "$work/setup.cfg"
 cd "$work"
-"$python" -m mutmut run || true
+"$python" -m mutmut run
 "$python" -m mutmut results | awk '{print $NF}' | sort | uniq -c

@@ -164,11 +164,6 @@ def validate_seeds(chapter: dict) -> list[int]:
     return seeds
 
 
-def is_judged(claim: dict) -> bool:
-    """Whether the claim's role is judged (headline, mechanism, precondition)."""
-    return claim["role"] in JUDGED_ROLES
-
-
 def _clears(direction: str, bar: float, value: float | None) -> bool:
     if value is None or math.isnan(value):
         return False
