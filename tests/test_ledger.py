@@ -466,3 +466,32 @@ def test_the_versions_record_names_every_numeric_package_loaded():
     for module in (replib, np, scipy, pandas, torch, transformers, sklearn):
         assert versions[module.__name__] == module.__version__
     assert versions["matplotlib"] == __import__("matplotlib").__version__
+
+
+def test_the_versions_record_names_a_gpu_and_a_package_without_a_version(monkeypatch):
+    import sys
+    from types import SimpleNamespace
+
+    from replib.core.ledger import package_versions
+
+    cuda = SimpleNamespace(is_initialized=lambda: True, get_device_name=lambda: "NVIDIA H200")
+    monkeypatch.setitem(sys.modules, "torch", SimpleNamespace(__version__="9.9", cuda=cuda))
+    monkeypatch.setitem(sys.modules, "sklearn", SimpleNamespace())
+    versions = package_versions()
+    assert versions["cuda_device"] == "NVIDIA H200" and versions["torch"] == "9.9"
+    assert versions["sklearn"] == "unknown"
+
+
+def test_runtime_is_the_time_since_the_ledger_started(monkeypatch):
+    clock = iter([100.0, 112.3456])
+    monkeypatch.setattr("replib.core.ledger.time.perf_counter", lambda: next(clock))
+    ledger = Ledger("bidprice_routing", "book", seeds=[0])
+    assert ledger.results()["runtime_s"] == {"03_experiment": 12.35}
+
+
+def test_results_files_are_indented_and_read_back_as_written(tmp_path):
+    path = write_json_atomic(tmp_path / "r.json", {"claims": [{"id": "c", "values": ["inf", "-inf", "odd", 1.0]},
+                                                              {"id": "d"}]})
+    assert path.read_text().startswith('{\n "claims": [\n  {\n   "id": "c"')
+    claims = read_json(path)["claims"]
+    assert claims[0]["values"] == [INF, -INF, "odd", 1.0] and claims[1]["values"] == []
