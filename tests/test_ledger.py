@@ -267,6 +267,30 @@ def test_confirmatory_seeds_are_fresh():
         validate_seeds({"confirmatory_seeds": "1000-1004"})
 
 
+def test_history_and_tuning_declarations_are_complete():
+    entry = {"date": "2026-12-03", "issue": 39, "changed": "a headroom arm", "why": "a review",
+             "previous_verdicts": {"h1": "fails"}}
+    tuning = {"protocol": "the same grid for every arm; best mean on the pilot seeds", "grid": {"lr": [1e-3, 1e-2]},
+              "seeds": [0, 1, 2]}
+    assert validate_claims({"claims": [], "history": [entry], "tuning": tuning}) == []
+    with pytest.raises(ValueError, match="history entry 1 lacks why"):
+        validate_claims({"claims": [], "history": [{k: v for k, v in entry.items() if k != "why"}]})
+    with pytest.raises(ValueError, match="history must be a list"):
+        validate_claims({"claims": [], "history": entry})
+    with pytest.raises(ValueError, match="changed must say it in words"):
+        validate_claims({"claims": [], "history": [{**entry, "changed": " "}]})
+    with pytest.raises(ValueError, match="previous_verdicts must map"):
+        validate_claims({"claims": [], "history": [{**entry, "previous_verdicts": {}}]})
+    with pytest.raises(ValueError, match="tuning lacks seeds"):
+        validate_claims({"claims": [], "tuning": {"protocol": "p", "grid": {"lr": [1]}}})
+    with pytest.raises(ValueError, match="grid must map"):
+        validate_claims({"claims": [], "tuning": {**tuning, "grid": {"lr": []}}})
+    with pytest.raises(ValueError, match="below 1000"):
+        validate_claims({"claims": [], "tuning": {**tuning, "seeds": [0, 1000]}})
+    with pytest.raises(ValueError, match="list of integers"):
+        validate_claims({"claims": [], "tuning": {**tuning, "seeds": [True]}})
+
+
 def test_interval_is_a_t_interval_over_seeds():
     lo, hi = interval([1.0, 2.0, 3.0])
     assert (lo + hi) / 2 == pytest.approx(2.0)

@@ -301,13 +301,20 @@ def cmd_list(args) -> int:
 
 
 def cmd_sync(args) -> int:
-    """Regenerate every notebook's Colab cell from _config.yml, then its .ipynb from its .py."""
+    """Regenerate the notebooks' Colab cells from _config.yml, then their .ipynb from their .py
+    (every chapter's, or only the chapters named)."""
     import subprocess
 
     from .book import _bin
     from .core.colab import write_setup_cells
 
-    sources = sorted((require_repo_root() / "notebooks").glob("*/0*.py"))
+    for slug in args.chapters:
+        try:
+            check_slug(slug)
+        except ValueError as err:
+            raise UsageError(str(err)) from err
+    folders = args.chapters or ["*"]
+    sources = sorted(p for folder in folders for p in (require_repo_root() / "notebooks").glob(f"{folder}/0*.py"))
     for path in write_setup_cells(sources):
         print(f"updated the Colab cell of {path.name}")
     # --update keeps the cell ids (and the empty outputs) of the existing .ipynb: no churn in git
@@ -453,8 +460,9 @@ def build_parser() -> argparse.ArgumentParser:
     book.add_argument("--profile", default="book", choices=PROFILES)
     book.set_defaults(func=cmd_book)
     sub.add_parser("smoke", help="nbmake every notebook at smoke, then build the book").set_defaults(func=cmd_smoke)
-    sub.add_parser("sync", help="regenerate Colab cells and .ipynb twins from the .py notebooks").set_defaults(
-        func=cmd_sync)
+    sync = sub.add_parser("sync", help="regenerate Colab cells and .ipynb twins from the .py notebooks")
+    sync.add_argument("chapters", nargs="*", help="only these chapters (default: every chapter)")
+    sync.set_defaults(func=cmd_sync)
     student = sub.add_parser("student", help="student copies of a chapter: exercise answers replaced by stubs")
     student.add_argument("chapter", nargs="?")
     student.add_argument("--all", action="store_true", help="every chapter (a whole course)")

@@ -101,7 +101,52 @@ def validate_claims(chapter: dict) -> list[dict]:
         _requirement_chain(claim["id"], seen, ())
     if "confirmatory_seeds" in chapter:
         validate_seeds(chapter)
+    validate_history(chapter.get("history"))
+    validate_tuning(chapter.get("tuning"))
     return claims
+
+
+HISTORY_KEYS = ("date", "issue", "changed", "why", "previous_verdicts")
+TUNING_KEYS = ("protocol", "grid", "seeds")
+
+
+def validate_history(history) -> None:
+    """A re-declared chapter keeps, newest last, what changed from the previous declaration, why, and
+    the verdicts the previous declaration got (claim id to verdict, ids that may no longer exist)."""
+    if history is None:
+        return
+    if not isinstance(history, list) or not history:
+        raise ValueError("history must be a list of entries (date, issue, changed, why, previous_verdicts)")
+    for number, entry in enumerate(history, 1):
+        missing = [k for k in HISTORY_KEYS if not isinstance(entry, dict) or k not in entry]
+        if missing:
+            raise ValueError(f"history entry {number} lacks {', '.join(missing)}")
+        for key in ("changed", "why"):
+            if not isinstance(entry[key], str) or not entry[key].strip():
+                raise ValueError(f"history entry {number}: {key} must say it in words")
+        if not isinstance(entry["previous_verdicts"], dict) or not entry["previous_verdicts"]:
+            raise ValueError(f"history entry {number}: previous_verdicts must map claim ids to the verdicts "
+                             "the previous declaration got")
+
+
+def validate_tuning(tuning) -> None:
+    """The tuning protocol every compared arm shares: in words, the grid (parameter to the values
+    tried) and the pilot seeds it is run on, all below CONFIRMATORY_FLOOR."""
+    if tuning is None:
+        return
+    missing = [k for k in TUNING_KEYS if not isinstance(tuning, dict) or k not in tuning]
+    if missing:
+        raise ValueError(f"tuning lacks {', '.join(missing)}: the protocol in words, the grid "
+                         "(parameter: [values]) and the pilot seeds")
+    grid = tuning["grid"]
+    if not isinstance(grid, dict) or not all(isinstance(v, list) and v for v in grid.values()):
+        raise ValueError("tuning grid must map each tuned parameter to the list of values tried")
+    seeds = tuning["seeds"]
+    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and not isinstance(s, bool)
+                                                           for s in seeds):
+        raise ValueError("tuning seeds must be a list of integers (pilot seeds)")
+    if any(s >= CONFIRMATORY_FLOOR for s in seeds):
+        raise ValueError(f"tuning seeds must stay below {CONFIRMATORY_FLOOR}, where confirmatory seeds live")
 
 
 def _validate_claim(claim: dict) -> None:
