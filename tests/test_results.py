@@ -208,6 +208,7 @@ def test_the_chapter_template_is_valid():
     assert {c["role"] for c in claims} == set(ROLES)
     assert {c["kind"] for c in claims if c["role"] == "precondition"} == set(PRECONDITION_KINDS)
     assert validate_seeds(template) == [1000, 1001, 1002, 1003, 1004]
+    assert template["history"] and template["tuning"]["grid"]
 
 
 def test_fingerprints_see_any_text_and_per_file_hashes_see_code_only(tmp_path):
