@@ -305,3 +305,32 @@ def test_version(capsys):
     with pytest.raises(SystemExit) as done:
         main(["--version"])
     assert done.value.code == 0 and capsys.readouterr().out.strip() == f"replib {__version__}"
+
+
+def test_progress_lines_reach_the_runner_and_nothing_else_does(monkeypatch, capsys):
+    """In batch runs (REPLIB_PROGRESS=lines) a notebook's progress bar prints marked plain lines,
+    the last one with every item done; the runner's echo shows those lines, prefixed with the
+    notebook, however the kernel's stream splits them, and drops the notebook's other stderr."""
+    import io
+
+    import replib.core.display as display
+    from replib.runner import ProgressEcho
+
+    monkeypatch.setenv("REPLIB_PROGRESS", "lines")
+    monkeypatch.setattr(display, "LINES_INTERVAL", 0.0)
+    assert list(display.progress(range(3), desc="seeds")) == [0, 1, 2]
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith(display.PROGRESS_MARK + "seeds: 0/3 done")
+    assert lines[-1].startswith(display.PROGRESS_MARK + "seeds: 3/3 done")
+
+    out = io.StringIO()
+    echo = ProgressEcho("foam/03_experiment", out)
+    mark = display.PROGRESS_MARK
+    for chunk in ("a warning\n" + mark + "seeds: 1/", "3 done\n", "more noise\n", mark + "seeds: 3/3 done"):
+        echo.write(chunk)
+    assert out.getvalue() == "  foam/03_experiment: seeds: 1/3 done\n"
+    echo.write("\n")
+    assert out.getvalue().splitlines()[-1] == "  foam/03_experiment: seeds: 3/3 done"
+
+    monkeypatch.setenv("REPLIB_PROGRESS", "0")
+    assert display.progress(range(2)).disable

@@ -12,6 +12,7 @@ import importlib
 import os
 import re
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -178,17 +179,40 @@ def execute_notebook(slug: str, stem: str, profile: str, params: dict | None, ou
     from .book import unattended_env
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    os.environ.update(unattended_env(REPLIB_PROFILE=profile, REPLIB_RESULTS_DIR=str(out_dir)))
+    env = unattended_env(REPLIB_PROFILE=profile, REPLIB_RESULTS_DIR=str(out_dir))
+    env["REPLIB_PROGRESS"] = "lines"  # the notebooks' progress bars as plain lines, echoed by ProgressEcho
+    os.environ.update(env)
     executed = out_dir / f"{stem}.ipynb"
     try:
         papermill.execute_notebook(
             str(notebook_path(slug, stem)), str(executed), kernel_name="python3",
             progress_bar={"desc": f"  {slug}/{stem}", "leave": False} if cell_progress else False,
-            parameters=params, cwd=str(notebook_path(slug, stem).parent), extra_arguments=KERNEL_QUIET)
+            parameters=params, cwd=str(notebook_path(slug, stem).parent), extra_arguments=KERNEL_QUIET,
+            stderr_file=ProgressEcho(f"{slug}/{stem}"))
     except PapermillExecutionError as err:
         raise NotebookFailed(f"{slug}/{stem} failed in cell [{err.exec_count}] with {err.ename}: "
                              f"{str(err.evalue).strip()[:300]} (executed copy: {executed})") from None
     return cells_seconds(executed)
+
+
+class ProgressEcho:
+    """The kernel's stderr as papermill streams it: the notebook's progress lines (marked by
+    core.display.progress in REPLIB_PROGRESS=lines mode) are printed on our stderr, prefixed with the
+    notebook's name, as they arrive; everything else stays in the executed notebook only."""
+
+    def __init__(self, label: str, stream=None):
+        from .core.display import PROGRESS_MARK
+
+        self.label, self.mark, self.stream, self.pending = label, PROGRESS_MARK, stream, ""
+
+    def write(self, text: str) -> None:
+        *lines, self.pending = (self.pending + text).split("\n")
+        for line in lines:
+            if line.startswith(self.mark):
+                print(f"  {self.label}: {line[len(self.mark):]}", file=self.stream or sys.stderr, flush=True)
+
+    def flush(self) -> None:
+        pass
 
 
 def run_chapter(slug: str, profile: str, params: dict, out: str, on_notebook=None,

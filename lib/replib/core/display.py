@@ -23,14 +23,46 @@ def set_style() -> None:
 
 def progress(iterable=None, **kwargs):
     """A tqdm progress bar: a widget where ipywidgets exists, plain text otherwise; switched off
-    where nobody watches (REPLIB_PROGRESS=0: the book build, the test run, batch runs)."""
+    where nobody watches (REPLIB_PROGRESS=0: the book build, the test run). Batch runs set
+    REPLIB_PROGRESS=lines: the bar then prints a plain line to stderr, marked PROGRESS_MARK, at most every
+    LINES_INTERVAL seconds and once at the end, which `replib run` shows as the run's progress."""
+    mode = os.environ.get("REPLIB_PROGRESS")
+    if mode == "lines":
+        import sys
+
+        from tqdm import tqdm
+
+        kwargs.update(leave=True, mininterval=LINES_INTERVAL, file=_MarkedLines(sys.stderr),
+                      desc=f"{kwargs['desc']}: " if kwargs.get("desc") else "",
+                      bar_format="{desc}{n_fmt}/{total_fmt} done ({elapsed} elapsed, about {remaining} left)")
+        return tqdm(iterable, **kwargs)
     if importlib.util.find_spec("ipywidgets") is not None:
         from tqdm.auto import tqdm
     else:
         from tqdm import tqdm
     kwargs.setdefault("leave", False)
-    kwargs.setdefault("disable", os.environ.get("REPLIB_PROGRESS") == "0")
+    kwargs.setdefault("disable", mode == "0")
     return tqdm(iterable, **kwargs)
+
+
+PROGRESS_MARK = "[replib progress] "
+LINES_INTERVAL = 10.0
+
+
+class _MarkedLines:
+    """A file for tqdm that turns each redraw ("\\r" + bar) into one marked, complete line."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, text: str) -> None:
+        for part in text.replace("\r", "\n").split("\n"):
+            if part.strip():
+                self.stream.write(PROGRESS_MARK + part.strip() + "\n")
+        self.stream.flush()
+
+    def flush(self) -> None:
+        self.stream.flush()
 
 
 def show_source(obj) -> object:

@@ -81,7 +81,8 @@ def unreadable_results() -> list[str]:
 # What a re-judgement may follow: the declarations and the judging code, never the code that measures
 # (a notebook's prose is not hashed per file, so it may change too).
 REJUDGE_MAY_CHANGE = ("notebooks/{slug}/chapter.yml", "lib/replib/core/ledger.py", "lib/replib/core/fingerprint.py",
-                      "lib/replib/core/exercises.py")  # the exercise grader never takes part in a measurement
+                      # never take part in a measurement: the exercise grader; plot style, progress bars
+                      "lib/replib/core/exercises.py", "lib/replib/core/display.py")
 
 
 def changed_sources(slug: str, data: dict) -> list[str]:
