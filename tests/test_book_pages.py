@@ -38,7 +38,7 @@ def test_repeated_scripts_are_dropped_and_the_colour_mode_is_valid():
 BROKEN = """<html><head><script>console.error("boom")</script></head><body>
 <img src="missing.png"><span class="math">\\(x^2\\)</span>
 <mjx-merror data-mjx-error="Undefined control sequence \\thta">\\thta</mjx-merror>
-<p># Colab set-up: installs the book's package, replib, from its repository (branch main).</p>
+<p># Colab set-up: installs the book's package, replib, from its repository, at the book's version.</p>
 <pre>%s/lib/x.py:3: UserWarning: leaked</pre>
 </body></html>""" % Path(__file__).resolve().parents[1]
 SCOREBOARD = """<html><body><table style="width: 3000px"><thead><tr><th style="width: 2000px">claim</th>

@@ -122,9 +122,16 @@ def test_each_chapter_sits_in_the_part_of_its_field():
     assert {slug: load_chapter(slug)["field"] for slug in CHAPTERS} == {slug: part_of.get(slug) for slug in CHAPTERS}
 
 
-def test_launch_buttons_point_at_main():
+def test_launch_buttons_and_the_colab_install_use_one_ref():
+    """The launch buttons open each notebook from `repository.branch` (main while the book is being
+    written; a published edition sets its release tag) and the set-up cell installs replib from the
+    same ref, so a Colab notebook never runs against another version of the package."""
+    from replib.core.colab import book_ref
+
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
-    assert config["repository"]["branch"] == "main" and config["repository"]["path_to_book"] == ""
+    assert config["repository"]["branch"] == book_ref() == "main" and config["repository"]["path_to_book"] == ""
+    assert f'replib-book.git@{book_ref()}"' in setup_cell_source()
+    assert '.git@v0.2.0"' in setup_cell_source(ref="v0.2.0")
     assert config["launch_buttons"]["colab_url"] == "https://colab.research.google.com"
     assert config["only_build_toc_files"] is True
 

@@ -35,24 +35,27 @@
 # own choices are marked ("Sources in detail" at the end).
 
 # %%
-# Colab set-up: installs the book's package, replib, from its repository (branch main).
+# Colab set-up: installs the book's package, replib, from its repository, at the book's version.
 # Anywhere else (a local clone, the book build, CI) this cell does nothing.
 import sys
 
 if "google.colab" in sys.modules:
+    import json
     import subprocess
     import time
-    from importlib.metadata import version
+    from importlib.metadata import distribution
 
     package = "replib @ git+https://github.com/icml2026-replications/replib-book.git@main"
-    print("installing replib from the book's repository (branch main) ...", end=" ", flush=True)
+    print("installing replib from the book's repository at main ...", end=" ", flush=True)
     started = time.time()
     pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", package],
                          capture_output=True, text=True)
     if pip.returncode != 0:  # show pip's own words, then stop
         print(pip.stdout, pip.stderr)
         raise RuntimeError("installing replib failed: pip's output is printed above")
-    print(f"done in {time.time() - started:.0f} s, replib {version('replib')}")
+    origin = json.loads(distribution("replib").read_text("direct_url.json") or "{}")
+    commit = origin.get("vcs_info", {}).get("commit_id", "unknown")[:7]
+    print(f"done in {time.time() - started:.0f} s: replib {distribution('replib').version}, commit {commit}")
 
 # %% tags=["parameters"]
 profile = None  # "smoke", "book" or "paper"; None reads $REPLIB_PROFILE, else "book"
