@@ -88,3 +88,16 @@ def test_the_lint_catches_what_it_is_for():
     assert formula_problems(r"\begin{aligned} x") == ["\\begin without its \\end"]
     assert formula_problems(r"\left\{ x \right\} + \frac{1}{2}") == []
 
+
+
+READER_FILES = sorted([*ROOT.glob("notebooks/*/0*.py"), *ROOT.glob("notebooks/*/chapter.yml"), *ROOT.glob("lib/replib/papers/*/*.py"),
+                       *ROOT.glob("book/*.md"), *ROOT.glob("instructors/*.md"), ROOT / "README.md"])
+
+
+@pytest.mark.parametrize("path", READER_FILES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_unpublished_source_is_cited(path):
+    """The chapters were planned from internal paper digests that readers never get: no page cites
+    "the digest"; each chapter says where its numbers come from in its own words."""
+    lines = [n for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if re.search(r"\bdigest'?s?\b", line, re.I)]
+    assert not lines, f"{path.relative_to(ROOT)} mentions the digest on lines {lines}"
