@@ -35,24 +35,27 @@
 # "Sources in detail" at the end).
 
 # %%
-# Colab set-up: installs the book's package, replib, from its repository (branch main).
+# Colab set-up: installs the book's package, replib, from its repository, at the book's version.
 # Anywhere else (a local clone, the book build, CI) this cell does nothing.
 import sys
 
 if "google.colab" in sys.modules:
+    import json
     import subprocess
     import time
-    from importlib.metadata import version
+    from importlib.metadata import distribution
 
     package = "replib @ git+https://github.com/icml2026-replications/replib-book.git@main"
-    print("installing replib from the book's repository (branch main) ...", end=" ", flush=True)
+    print("installing replib from the book's repository at main ...", end=" ", flush=True)
     started = time.time()
     pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", package],
                          capture_output=True, text=True)
     if pip.returncode != 0:  # show pip's own words, then stop
         print(pip.stdout, pip.stderr)
         raise RuntimeError("installing replib failed: pip's output is printed above")
-    print(f"done in {time.time() - started:.0f} s, replib {version('replib')}")
+    origin = json.loads(distribution("replib").read_text("direct_url.json") or "{}")
+    commit = origin.get("vcs_info", {}).get("commit_id", "unknown")[:7]
+    print(f"done in {time.time() - started:.0f} s: replib {distribution('replib').version}, commit {commit}")
 
 # %% tags=["parameters"]
 profile = None  # "smoke", "book" or "paper"; None reads $REPLIB_PROFILE, else "book"
@@ -237,6 +240,19 @@ plt.show()
 # unbounded reward it drifts away from the anchor at every step; under the log reward it settles at
 # the interior optimum.*
 #
+# **Which way to steer.** The sources disagree on the reward's sign. The first version (AutoTSAug)
+# generated samples that *reduce* the zoo's error variance; the later versions steer toward regions
+# where the zoo *overfits*, under a proximity constraint. Both have a case. Toward high variance is
+# hard-example mining: a window on which the members that saw it and the one that did not disagree
+# lies where the forecaster memorises rather than generalises, and more data there should pin the
+# function down where it is least determined. Toward low variance is consistency regularisation:
+# windows the zoo agrees on are typical ones, and adding them smooths the forecaster without teaching
+# it anything surprising. The first reading needs the generated windows to be *right* where the zoo is
+# unsure (a generator that invents targets in exactly the region no model can check may teach noise);
+# the second only needs them to be plausible. The chapter follows the later versions ($s = +1$ in
+# `zoo_reward`) and measures the first version's sign ($s = -1$) as an ablation with the same anchors,
+# dose and weight.
+#
 # ## 4. How to transform: the variational masked autoencoder
 #
 # The generator hides part of the window (one contiguous span of 25% of its steps, in this chapter)
@@ -258,11 +274,15 @@ plt.show()
 # ## What to expect in the experiment
 #
 # On three short real series (El Nino sea temperatures, sunspots, the monthly change of CO2), with 60
-# training windows each: the zoo variance should separate windows with a large out-of-fold gap (c1);
-# RL should raise the zoo variance of the generated windows while keeping them near their anchors
-# (c2a, c2b); and forecasters retrained on the augmented data should beat no augmentation by at
-# least 2% (h1) and the generator without RL (h2). The reviews of the first version found most of
-# the paper's gains below 5%, so the effects, if any, are small.
+# training windows each. Before the method is judged, the experiment checks that a fair test is
+# possible: the forecaster learns (p1), the generator reconstructs (p2), 60 more *real* windows lower
+# the test error (p3: if real data cannot help, no generated data can), and the forecaster over-fits
+# (p4: the problem ReAugment addresses). Then: the zoo variance should separate windows with a large
+# out-of-fold gap (c1); RL should raise the zoo variance of the generated windows while keeping them
+# near their anchors (c2a, c2b); and forecasters retrained on the augmented data should beat no
+# augmentation by at least 2% (h1) and the generator without RL (h2), on El Nino and co2, with the
+# number and weight of the generated windows tuned for every augmenter alike. The reviews of the
+# first version found most of the paper's gains below 5%, so the effects, if any, are small.
 #
 # ## Summary
 #

@@ -33,24 +33,27 @@
 #    forecasters.
 
 # %%
-# Colab set-up: installs the book's package, replib, from its repository (branch main).
+# Colab set-up: installs the book's package, replib, from its repository, at the book's version.
 # Anywhere else (a local clone, the book build, CI) this cell does nothing.
 import sys
 
 if "google.colab" in sys.modules:
+    import json
     import subprocess
     import time
-    from importlib.metadata import version
+    from importlib.metadata import distribution
 
     package = "replib @ git+https://github.com/icml2026-replications/replib-book.git@main"
-    print("installing replib from the book's repository (branch main) ...", end=" ", flush=True)
+    print("installing replib from the book's repository at main ...", end=" ", flush=True)
     started = time.time()
     pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", package],
                          capture_output=True, text=True)
     if pip.returncode != 0:  # show pip's own words, then stop
         print(pip.stdout, pip.stderr)
         raise RuntimeError("installing replib failed: pip's output is printed above")
-    print(f"done in {time.time() - started:.0f} s, replib {version('replib')}")
+    origin = json.loads(distribution("replib").read_text("direct_url.json") or "{}")
+    commit = origin.get("vcs_info", {}).get("commit_id", "unknown")[:7]
+    print(f"done in {time.time() - started:.0f} s: replib {distribution('replib').version}, commit {commit}")
 
 # %% tags=["parameters"]
 profile = None  # "smoke", "book" or "paper"; None reads $REPLIB_PROFILE, else "book"
@@ -83,12 +86,14 @@ core.show_source(task.make_windows)
 
 # %%
 win = task.make_windows(task.load_series("elnino"))
-print({k: np.shape(v) for k, v in win.items() if k in ("train", "test")}, "training windows before the cut:",
-      win["n_train_total"])
+print({k: np.shape(v) for k, v in win.items() if k in ("train", "extra", "val", "test")},
+      "training windows before the cut:", win["n_train_total"])
 z = (task.load_series("elnino") - win["mean"]) / win["std"]
 assert np.allclose(win["train"][0], z[:48]) and np.allclose(win["train"][59], z[59:107])
 cut = int(round(0.7 * len(z)))
 assert np.allclose(win["test"][0], z[cut:cut + 48])  # the first test window starts after the training period
+assert np.allclose(win["extra"][0], z[60:108])  # the headroom arm's real windows follow the few-shot ones
+assert np.allclose(win["val"][-1], z[cut - 48:cut])  # validation: the end of the training period, never trained on
 assert abs(z[:cut].mean()) < 1e-9 and abs(z[:cut].std() - 1) < 1e-9
 ds = task.windows_dataset("elnino")
 ds.to_pandas().head()
@@ -290,6 +295,8 @@ scored = method.zoo_reward(constant_zoo, moved, anchor, lookback=1, lam=0.3, d0=
 assert torch.isclose(scored["variance"], torch.tensor([0.25], dtype=torch.float64))
 assert torch.isclose(scored["distance"], torch.tensor([2 / 3], dtype=torch.float64))
 assert torch.isclose(scored["reward"], torch.tensor([np.log(0.25 + 1e-4) - 0.3 * (2 / 3) / 0.5], dtype=torch.float64))
+v1 = method.zoo_reward(constant_zoo, moved, anchor, lookback=1, lam=0.3, d0=0.5, direction=-1.0)
+assert torch.isclose(v1["reward"], torch.tensor([-np.log(0.25 + 1e-4) - 0.3 * (2 / 3) / 0.5], dtype=torch.float64))
 
 # %% [markdown]
 # One REINFORCE step: sample $z \sim \pi_\phi(z \mid w_{\rm vis}, m)$ (the prior network), decode,
@@ -325,10 +332,16 @@ plt.show()
 #
 # ## 6. Stage C and the baselines
 #
-# The forecaster is retrained on $\mathcal D$ followed by the generated windows (2 per anchor), the
-# anchors augmented, never removed. The baselines: no augmentation, one jittered copy of every window
-# ($\sigma = 0.1$), the VMAE's windows without RL (same anchors, masks and noise), and random anchors
-# (stage B and generation from a random half of the windows).
+# The forecaster is retrained on $\mathcal D$ followed by the generated windows, the anchors
+# augmented, never removed. Two knobs of stage C are not stated in the paper: how many windows to
+# generate per anchor ($k$) and how much a generated window weighs in the loss against a real one
+# ($\omega$). Member $m$ minimises
+# $\sum_n \omega_n \|f_m(x_n) - y_n\|^2 / (H \sum_n \omega_n)$ with $\omega_n = 1$ on real windows and
+# $\omega$ on generated ones. The experiment trains every $(k, \omega)$ of a grid for ReAugment, the
+# VMAE without RL and jitter alike (jitter's dose: as many jittered copies of training windows) and
+# judges each at the point chosen on a validation slice. The other arms: no augmentation, the next 60
+# *real* windows of the training period (the headroom arm: what a perfect generator could at best
+# imitate), random anchors, and the first version's reward sign.
 
 # %%
 core.show_source(baselines.jitter)
@@ -336,12 +349,13 @@ core.show_source(experiment.augmented_sets)
 
 # %%
 train = win["train"]
-generated = {m: np.full((4, 48), i + 1.0) for i, m in enumerate(experiment.METHODS[1:])}
-generated["jitter"] = baselines.jitter(train, 0.1, np.random.default_rng(0))
-sets, weights = experiment.augmented_sets(train, generated)
-assert sets.shape == (5, 120, 48) and weights.sum(axis=1).tolist() == [60, 120, 64, 64, 64]
-assert np.array_equal(sets[0, :60], train) and np.all(sets[2, 60:64] == 2.0) and np.all(sets[0, 60:] == 0)
-assert abs(np.std(generated["jitter"] - train) - 0.1) < 0.005
+jittered = baselines.jitter(train, 0.1, np.random.default_rng(0))
+additions = [(train[:0], 1.0), (win["extra"], 1.0), (np.full((30, 48), 2.0), 0.25), (jittered, 0.5)]
+sets, weights = experiment.augmented_sets(train, additions)
+assert sets.shape == (4, 120, 48) and weights.sum(axis=1).tolist() == [60, 120, 60 + 7.5, 60 + 30]
+assert np.array_equal(sets[0, :60], train) and np.all(sets[2, 60:90] == 2.0) and np.all(sets[0, 60:] == 0)
+assert np.all(weights[2, 60:90] == 0.25) and np.all(weights[2, 90:] == 0)
+assert abs(np.std(jittered - train) - 0.1) < 0.005
 
 # %% [markdown]
 # ## Summary

@@ -31,6 +31,10 @@ def test_windows_standardise_on_training_period_and_never_leak():
     assert win["train"].shape == (10, 6) and np.allclose(win["train"][3], z[3:9])
     assert win["n_train_total"] == 65 and win["test"].shape == (25, 6)
     assert np.allclose(win["test"][0], z[70:76])  # test windows start after the training period
+    assert win["extra"].shape == (10, 6) and np.allclose(win["extra"][0], z[10:16])  # the next n_shot windows
+    # validation: the training windows that share no value with D (start >= 10 + 6 - 1), the last n_val of them
+    assert win["val"].shape == (50, 6) and np.allclose(win["val"][0], z[15:21]) and np.allclose(win["val"][-1], z[64:70])
+    assert task.make_windows(series, 4, 2, 0.7, 10, n_val=5)["val"].shape == (5, 6)
     x, y = task.split_window(win["train"], 4)
     assert x.shape == (10, 4) and y.shape == (10, 2)
     with pytest.raises(ValueError, match="fewer than n_shot"):
@@ -117,6 +121,8 @@ def test_zoo_reward_by_hand():
     assert float(r["variance"]) == pytest.approx(0.25)
     assert float(r["distance"]) == pytest.approx(2 / 3)
     assert float(r["reward"]) == pytest.approx(np.log(0.25 + 1e-4) - 0.3 * (2 / 3) / 0.5)
+    v1 = method.zoo_reward(_constant_zoo, moved, anchor, lookback=1, lam=0.3, d0=0.5, eps=1e-4, direction=-1.0)
+    assert float(v1["reward"]) == pytest.approx(-np.log(0.25 + 1e-4) - 0.3 * (2 / 3) / 0.5)  # the first version's sign
 
 
 def test_rl_finetune_moves_only_the_prior_and_is_deterministic():
@@ -149,10 +155,28 @@ def test_baselines_by_hand():
 
 def test_augmented_sets_pad_and_weight():
     train = np.ones((3, 4))
-    gen = {m: np.full((2 + i, 4), float(i + 2)) for i, m in enumerate(experiment.METHODS[1:])}
-    sets, weights = experiment.augmented_sets(train, gen)
-    assert sets.shape == (5, 8, 4) and weights.sum(1).tolist() == [3, 5, 6, 7, 8]
-    assert np.all(sets[0, 3:] == 0) and np.all(sets[3, 3:7] == 4.0) and np.all(sets[:, :3] == 1.0)
+    additions = [(train[:0], 1.0), (np.full((2, 4), 2.0), 0.5), (np.full((5, 4), 3.0), 0.25)]
+    sets, weights = experiment.augmented_sets(train, additions)
+    assert sets.shape == (3, 8, 4) and weights.sum(1).tolist() == [3, 4, 3 + 1.25]
+    assert np.all(sets[0, 3:] == 0) and np.all(sets[1, 3:5] == 2.0) and np.all(sets[:, :3] == 1.0)
+    assert weights[1].tolist() == [1, 1, 1, 0.5, 0.5, 0, 0, 0] and np.all(weights[2, 3:] == 0.25)
+
+
+def test_first_per_anchor_nests_the_doses_and_chosen_points_follow_the_protocol():
+    samples = np.arange(3 * 4 * 2, dtype=float).reshape(12, 2)  # 3 anchors x 4 windows, anchor by anchor
+    one = experiment._first_per_anchor(samples, 4, 1)
+    two = experiment._first_per_anchor(samples, 4, 2)
+    assert one.tolist() == [samples[0].tolist(), samples[4].tolist(), samples[8].tolist()]
+    assert two.shape == (6, 2) and two[1].tolist() == samples[1].tolist() and two[2].tolist() == samples[4].tolist()
+    cfg = configure(experiment.EXPERIMENT_PROFILES, "book", experiment.EXPERIMENT_BOUNDS)
+    assert experiment.chosen_point(cfg, "random_anchors") == experiment.chosen_point(cfg, "reaugment")
+    assert experiment.chosen_point(cfg, "reward_v1") == experiment.chosen_point(cfg, "reaugment")
+    assert experiment.chosen_point(cfg, "none") == experiment.chosen_point(cfg, "real") == (0, 1.0)
+    for arm in experiment.TUNED_ARMS:  # every chosen point lies on the declared grid
+        k, w = experiment.chosen_point(cfg, arm)
+        assert k in cfg.dose_grid and w in cfg.weight_grid
+    tuning = load_chapter("reaugment")["tuning"]
+    assert tuning["grid"] == {"per_anchor": cfg.dose_grid, "synthetic_weight": cfg.weight_grid}
 
 
 # ---- theory ---------------------------------------------------------------------------------------
@@ -199,33 +223,34 @@ def test_profiles_share_keys_and_bounds_refuse_bad_values():
 
 
 def _hand_results():
-    """Two seeds with different numbers; every quantity a claim reads, chosen for hand arithmetic."""
-    mse, untuned, ref, gen, win = [], [], [], [], []
-    base = {"none": 1.0, "jitter": 0.9, "vmae": 1.25, "reaugment": 1.2, "random_anchors": 0.96}
+    """Two seeds with different numbers; every quantity a claim reads, chosen for hand arithmetic.
+    Methods at their chosen points; ReAugment also at one more grid point (4, 1.0), 0.9 x none."""
+    mse, ref, gen, win = [], [], [], []
+    base = {"none": 1.0, "real": 0.7, "jitter": 0.9, "vmae": 1.25, "reaugment": 1.2, "random_anchors": 0.96,
+            "reward_v1": 1.08}
     for seed, scale in [(0, 1.0), (1, 2.0)]:
         for d, name in enumerate(("elnino", "sunspots", "co2")):
-            for method_name, value in base.items():
+            rows = [(m, 1, 0.25, True, v) for m, v in base.items()] + [("reaugment", 4, 1.0, False, 0.9)]
+            for method_name, k, w, chosen, value in rows:
                 v = value * (1 + 0.5 * d) * scale
-                if seed == 1 and name == "sunspots" and method_name == "reaugment":
-                    v = 0.8 * 1.5 * 2.0  # reaugment below none on this one
+                if seed == 1 and name == "co2" and method_name == "reaugment" and chosen:
+                    v = 0.8 * 2.0 * 2.0  # reaugment below none on this one
                 for init, delta in [(0, -0.1), (1, 0.1)]:  # mean over inits = v
-                    mse.append({"seed": seed, "dataset": name, "method": method_name, "init": init, "mse": v + delta})
-                    if name != "co2":
-                        untuned.append({"seed": seed, "dataset": name, "method": method_name, "init": init,
-                                        "mse": (v + delta) * (0.5 if method_name == "none" else 0.4)})
+                    mse.append({"seed": seed, "dataset": name, "method": method_name, "per_anchor": k, "weight": w,
+                                "chosen": chosen, "init": init, "mse": v + delta, "val_mse": v})
             ref.append({"seed": seed, "dataset": name, "lookback_mean": 2.0 * (1 + 0.5 * d) * scale,
                         "reconstruction": 0.01 * (d + 1) * scale})
             for method_name, var, dist in [("vmae", 1.0, 0.01), ("reaugment", 1.5 + d + seed, 0.02 * (d + 1)),
-                                           ("random_anchors", 0.5, 0.03)]:
+                                           ("random_anchors", 0.5, 0.03), ("reward_v1", 0.7, 0.02)]:
                 gen.append({"seed": seed, "dataset": name, "method": method_name, "zoo_variance": var,
                             "distance": dist})
-            # anchors: out/in = (6 + 2 seed) / 2; others: 2 / 1 (d = 0) or 3 / 1 (d > 0)
+            # anchors: out/in = (12 + 4 seed) / 4; others: 2 / 1 (d = 0) or 3 / 1 (d > 0)
             for i, (anchor, oof, inf) in enumerate([(True, 4.0 + 2 * seed, 1.0), (True, 8.0 + 2 * seed, 3.0),
                                                     (False, 2.0 if d == 0 else 3.0, 1.0), (False, 2.0 if d == 0 else 3.0, 1.0)]):
                 win.append({"seed": seed, "dataset": name, "index": i, "anchor": anchor, "out_of_fold": oof,
                             "in_fold": inf})
-    return {"mse": pd.DataFrame(mse), "untuned_mse": pd.DataFrame(untuned), "reference": pd.DataFrame(ref),
-            "generated": pd.DataFrame(gen), "windows": pd.DataFrame(win)}
+    return {"mse": pd.DataFrame(mse), "reference": pd.DataFrame(ref), "generated": pd.DataFrame(gen),
+            "windows": pd.DataFrame(win)}
 
 
 def test_claim_values_by_hand_and_ids_match_chapter_yml():
@@ -235,34 +260,39 @@ def test_claim_values_by_hand_and_ids_match_chapter_yml():
     s0, s1 = values[0], values[1]
     # p1: none / look-back mean = 1 / 2 on both data sets, both seeds
     assert s0["p1_forecaster_learns"] == pytest.approx(0.5) and s1["p1_forecaster_learns"] == pytest.approx(0.5)
-    # p2: max reconstruction over elnino (0.01 scale) and sunspots (0.02 scale)
-    assert s0["p2_generator_reconstructs"] == pytest.approx(0.02) and s1["p2_generator_reconstructs"] == pytest.approx(0.04)
-    # c1: anchors' out/in = (12 + 4 seed) / 4; others 2 (elnino) or 3 (sunspots); min over the two
+    # p2: max reconstruction over elnino (0.01 scale) and co2 (0.03 scale)
+    assert s0["p2_generator_reconstructs"] == pytest.approx(0.03) and s1["p2_generator_reconstructs"] == pytest.approx(0.06)
+    # p3: real / none; p4: min over elnino, co2 of all windows' mean out / mean in:
+    # elnino (4 + 2s + 8 + 2s + 4) / 6, co2 (4 + 2s + 8 + 2s + 6) / 6
+    assert s0["p3_real_data_headroom"] == pytest.approx(0.7)
+    assert s0["p4_forecaster_overfits"] == pytest.approx(16 / 6) and s1["p4_forecaster_overfits"] == pytest.approx(20 / 6)
+    # c1: anchors' out/in = (12 + 4 seed) / 4; others 2 (elnino) or 3 (co2); min over the two
     assert s0["c1_variance_flags_overfitting"] == pytest.approx(3.0 / 3.0)
     assert s1["c1_variance_flags_overfitting"] == pytest.approx(4.0 / 3.0)
-    # c2a: mean over elnino, sunspots of (1.5 + d + seed) / 1
-    assert s0["c2a_rl_raises_zoo_variance"] == pytest.approx(2.0) and s1["c2a_rl_raises_zoo_variance"] == pytest.approx(3.0)
-    assert s0["c2b_rl_stays_near_anchors"] == pytest.approx(0.04)
+    # c2a: mean over elnino (d = 0), co2 (d = 2) of (1.5 + d + seed) / 1
+    assert s0["c2a_rl_raises_zoo_variance"] == pytest.approx(2.5) and s1["c2a_rl_raises_zoo_variance"] == pytest.approx(3.5)
+    assert s0["c2b_rl_stays_near_anchors"] == pytest.approx(0.06)
     # h1: seed 0 1.2 on both; seed 1 mean(1.2, 0.8)
     assert s0["h1_vs_no_augmentation"] == pytest.approx(1.2) and s1["h1_vs_no_augmentation"] == pytest.approx(1.0)
     # h2: max over the two of reaugment / vmae: seed 0 1.2 / 1.25; seed 1 max(0.96, 0.8 / 1.25)
     assert s0["h2_vs_generator_without_rl"] == pytest.approx(0.96) and s1["h2_vs_generator_without_rl"] == pytest.approx(0.96)
     # c3: reaugment / jitter
     assert s0["c3_vs_jitter"] == pytest.approx(1.2 / 0.9) and s1["c3_vs_jitter"] == pytest.approx((1.2 / 0.9 + 0.8 / 0.9) / 2)
-    # m1: random / reaugment
+    # m1: random / reaugment; m2: reward_v1 / reaugment
     assert s0["m1_random_anchors"] == pytest.approx(0.8) and s1["m1_random_anchors"] == pytest.approx((0.8 + 1.2) / 2)
-    assert s0["m2_co2"] == pytest.approx(1.2) and s1["m2_co2"] == pytest.approx(1.2)
-    # untuned: every method x 0.4 except none x 0.5
-    assert s0["m3_untuned_vs_no_augmentation"] == pytest.approx(1.2 * 0.8)
-    assert s1["m3_untuned_vs_no_augmentation"] == pytest.approx((1.2 + 0.8) / 2 * 0.8)
-    assert s0["m4_untuned_vs_generator_without_rl"] == pytest.approx(0.96)
+    assert s0["m2_v1_reward_direction"] == pytest.approx(0.9)
+    # m3: the grid point best in hindsight is (4, 1.0) at 0.9 on every seed and data set
+    assert s0["m3_best_grid_point_in_hindsight"] == pytest.approx(0.9) and s1["m3_best_grid_point_in_hindsight"] == pytest.approx(0.9)
+    # m4, m5: sunspots
+    assert s0["m4_sunspots_headroom"] == pytest.approx(0.7) and s1["m5_sunspots"] == pytest.approx(1.2)
 
 
-def test_claim_values_without_the_untuned_run_give_nan_for_m3_m4_only():
+def test_claim_values_without_a_data_set_give_nan_only_where_it_is_read():
     results = _hand_results()
-    results.pop("untuned_mse")
+    for key in ("mse", "reference", "generated", "windows"):
+        results[key] = results[key][results[key].dataset != "sunspots"]
     values = experiment.claim_values(results, SimpleNamespace(seeds=[0]))[0]
-    assert np.isnan(values["m3_untuned_vs_no_augmentation"]) and np.isnan(values["m4_untuned_vs_generator_without_rl"])
+    assert np.isnan(values["m4_sunspots_headroom"]) and np.isnan(values["m5_sunspots"])
     assert not np.isnan(values["h1_vs_no_augmentation"])
 
 
@@ -351,11 +381,12 @@ def _zoo_for(lookback, horizon):
     return task.ForecasterBank([0, 1, 2], lookback=lookback, horizon=horizon, hidden=8)
 
 
-def test_reinforce_step_is_one_sgd_step_on_the_hand_written_reinforce_loss(one_torch_thread):
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_reinforce_step_is_one_sgd_step_on_the_hand_written_reinforce_loss(one_torch_thread, sign):
     """reinforce_step with plain SGD on the prior: -lr x grad of -mean(A log N(z; mu, sigma)) with z
-    drawn (then fixed) from the prior, the reward log(Var_k e_k + eps) - lam d / d0 and A the batch's
-    standardised reward, all written out by hand; a larger step raises the log-probability of the
-    best-rewarded sample."""
+    drawn (then fixed) from the prior, the reward s log(Var_k e_k + eps) - lam d / d0 (s = +1, the
+    later versions; s = -1, the first version) and A the batch's standardised reward, all written out
+    by hand; a larger step raises the log-probability of the best-rewarded sample."""
     w = torch.as_tensor(np.sin(np.linspace(0, 9, 8 * 6)).reshape(8, 6) * 1.5, dtype=torch.float32)
     model = method.VMAE(6, latent=2, hidden=8, seed=5)
     zoo = _zoo_for(4, 2)
@@ -368,17 +399,23 @@ def test_reinforce_step_is_one_sgd_step_on_the_hand_written_reinforce_loss(one_t
     with torch.no_grad():
         generated = model.decoder(torch.cat([z, w * (1 - mask), mask], -1))
         errors = ((zoo(generated[:, :4]) - generated[None, :, 4:]) ** 2).mean(-1).double()
-        r = torch.log(errors.var(0, unbiased=False) + 1e-4) - lam * ((generated - w) ** 2).mean(-1).double() / d0
+        r = sign * torch.log(errors.var(0, unbiased=False) + 1e-4) - lam * ((generated - w) ** 2).mean(-1).double() / d0
         adv = ((r - r.mean()) / (r.std(unbiased=False) + 1e-6)).float()
     loss = -(adv * _hand_gaussian_logprob(z, mu, logvar)).mean()
     prior = list(model.prior.parameters())
     grads = torch.autograd.grad(loss, prior)
     before = [p.detach().clone() for p in prior]
     opt = torch.optim.SGD(prior, lr=lr)
-    stats = method.reinforce_step(model, opt, zoo, w, 4, lam, d0, ratio, torch.Generator().manual_seed(3))
+    stats = method.reinforce_step(model, opt, zoo, w, 4, lam, d0, ratio, torch.Generator().manual_seed(3), sign)
     assert stats["reward"] == pytest.approx(float(r.mean()), rel=1e-5)
     for b, p, g in zip(before, prior, grads):
         assert torch.allclose(p.detach() - b, -lr * g, rtol=1e-4, atol=1e-8)
+    # the step descends the REINFORCE loss (fixed z and advantages)
+    with torch.no_grad():
+        mu1, logvar1 = model.prior_params(w, mask)
+        assert -(adv * _hand_gaussian_logprob(z, mu1, logvar1)).mean() < loss.detach()
+    if sign < 0:
+        return
     # a bigger step: the best sample's log-probability under the prior rises, the worst one's falls
     for p, b, g in zip(prior, before, grads):
         with torch.no_grad():

@@ -14,9 +14,11 @@ The method in four stages, a window being w = [x; y] (look-back L = 36, horizon 
     0. K-fold zoo f_1..f_K;  v_i = Var_k ||f_k(x_i) - y_i||^2;  anchors A = top 50% of v;
     A. VMAE: posterior q(z | w), prior p(z | w_vis, m), decoder (z, w_vis, m) -> w_hat;
        loss = mean_t (w_hat - w)^2 + beta KL(q || p) / T;
-    B. REINFORCE on the prior (the policy): r = log(Var_k e_k(w_tilde) + eps) - lam ||w_tilde - w||^2 / d0
-       (proposed), A = (r - mean r) / std r, loss = -mean(A log pi(z | w_vis, m));
-    C. retrain the forecaster on D plus 2 generated windows per anchor.
+    B. REINFORCE on the prior (the policy): r = s log(Var_k e_k(w_tilde) + eps) - lam ||w_tilde - w||^2 / d0
+       (proposed; s = +1 the later versions, -1 the first), A = (r - mean r) / std r,
+       loss = -mean(A log pi(z | w_vis, m));
+    C. retrain the forecaster on D plus k generated windows per anchor, each weighted w in the loss
+       (k and w tuned on a validation slice, the same grid for every augmenter).
 
 Modules:
 
@@ -31,11 +33,14 @@ Modules:
   :func:`windows_dataset` (a ``datasets.Dataset`` through ``replib.core.cached_dataset``), the
   forecaster :class:`ForecasterBank` (M MLPs trained at once, each as the shared MLP would be),
   :func:`fit_forecasters`, :func:`forecast_mse`, and the base model's weight decay per series
-  (:data:`WEIGHT_DECAY`, chosen on a pilot of the forecaster alone).
+  (:data:`WEIGHT_DECAY`, the most over-fitting regime in which the forecaster still learns, set by a
+  declared rule on a pilot of the forecaster alone).
 * :mod:`.baselines`: :func:`jitter`, :func:`lookback_mean_forecast`, :func:`seasonal_naive_forecast`.
-* :mod:`.experiment`: :data:`METHODS` (none, jitter, VMAE without RL, ReAugment, random anchors),
-  :data:`EXPERIMENT_PROFILES`, :data:`EXPERIMENT_BOUNDS`, :func:`augmented_sets`,
-  :func:`run_dataset`, :func:`run_seed`, :func:`run_experiment`, :func:`claim_values`.
+* :mod:`.experiment`: :data:`METHODS` (none, 60 more real windows, jitter, VMAE without RL,
+  ReAugment, random anchors, the first version's reward sign), :data:`TUNED_ARMS`,
+  :data:`EXPERIMENT_PROFILES` (with each augmenter's chosen grid point), :data:`EXPERIMENT_BOUNDS`,
+  :func:`chosen_point`, :func:`augmented_sets`, :func:`run_dataset`, :func:`run_seed`,
+  :func:`run_experiment`, :func:`judged_mse`, :func:`claim_values`.
 * :mod:`.theory`: the theory notebook's toys: :func:`polynomial_zoo`, :func:`gradient_estimates`,
   :func:`toy_zoo_variance`, :func:`shaped_reward`, :func:`reinforce_gaussian`.
 * :mod:`.exercises`: the graders :func:`check_fold_gap`, :func:`check_gaussian_kl`.
@@ -44,11 +49,11 @@ Fidelity notes. Not stated in what could be read, so our choice: K = 5; the anch
 (top 50%) rather than a threshold; the reward's formula (the first version steered toward *lower*
 zoo variance, the later ones toward overfit-prone regions under a proximity constraint: this package
 does the latter, in a bounded log form, since an unbounded variance reward made the generator of our
-planning pilot run away); the VMAE's mask (one contiguous 25% span), sizes (latent 8, hidden 64),
-loss weights (beta = 0.1, per-step scaling) and the prior's log-variance clamp [-6, 2]; only the
-prior network is updated in stage B (the decoder fixed); the zoo is not retrained during stage B; 2
-generated windows per anchor. The forecaster is an MLP, not the paper's Transformers, and it is
-trained with weight decay (0.1, or 0.01 on co2), without which it is worse than the look-back mean
-on El Nino; the forecaster recipe of our first plan, without weight decay, is run as well (claims
-m3, m4).
+planning pilot run away, and runs the former as an ablation); the VMAE's mask (one contiguous 25%
+span), sizes (latent 8, hidden 64), loss weights (beta = 0.1, per-step scaling) and the prior's
+log-variance clamp [-6, 2]; only the prior network is updated in stage B (the decoder fixed); the
+zoo is not retrained during stage B; the number of generated windows per anchor and their weight in
+the loss (tuned, the same grid for every augmenter). The forecaster is an MLP, not the paper's
+Transformers, trained with the weight decay of :data:`task.WEIGHT_DECAY` (0.03 on El Nino and
+sunspots, none on co2).
 """

@@ -221,23 +221,26 @@ def anchor_distance(generated, anchors) -> torch.Tensor:
     return ((g - a) ** 2).mean(dim=-1)
 
 
-def zoo_reward(zoo, generated, anchors, lookback: int, lam: float, d0: float, eps: float = 1e-4) -> dict:
+def zoo_reward(zoo, generated, anchors, lookback: int, lam: float, d0: float, eps: float = 1e-4,
+               direction: float = 1.0) -> dict:
     """Stage B's reward, (proposed) bounded form (the paper's formula could not be read):
 
-        r(w_tilde) = log(Var_k e_k(w_tilde) + eps) - lam ||w_tilde - w||^2 / d0,
+        r(w_tilde) = s log(Var_k e_k(w_tilde) + eps) - lam ||w_tilde - w||^2 / d0,
 
     with e_k the zoo errors on the generated window (forward passes only: no gradient reaches the
     forecasters), ||.||^2 the mean squared step difference to its anchor w (:func:`anchor_distance`)
-    and d0 the mean anchor distance of the generator before RL. Returns ``reward``, ``variance``
-    and ``distance`` (each (N,))."""
+    and d0 the mean anchor distance of the generator before RL. The sign s = ``direction``: +1 (the
+    later versions: toward regions where the zoo disagrees, i.e. over-fits) or -1 (the first
+    version, AutoTSAug: toward samples that reduce the zoo's error variance). Returns ``reward``,
+    ``variance`` and ``distance`` (each (N,))."""
     variance = zoo_variance(zoo_errors(zoo, generated, lookback)).double()
     distance = anchor_distance(torch.as_tensor(generated, dtype=torch.float64), torch.as_tensor(anchors, dtype=torch.float64))
-    reward = torch.log(variance + eps) - lam * distance / d0
+    reward = direction * torch.log(variance + eps) - lam * distance / d0
     return {"reward": reward, "variance": variance, "distance": distance}
 
 
 def reinforce_step(model: VMAE, optimiser, zoo, anchors: torch.Tensor, lookback: int, lam: float, d0: float,
-                   mask_ratio: float, generator: torch.Generator) -> dict:
+                   mask_ratio: float, generator: torch.Generator, direction: float = 1.0) -> dict:
     """Stage B, one REINFORCE iteration with the VMAE as actor: for each anchor (state: its masked
     window), sample z ~ pi_phi(z | w_vis, m) (the prior network), decode w_tilde, score it with
     :func:`zoo_reward`, and descend -mean(A log pi_phi(z | w_vis, m)) with A = (r - mean r) / std r
@@ -250,7 +253,7 @@ def reinforce_step(model: VMAE, optimiser, zoo, anchors: torch.Tensor, lookback:
     z = z.detach()
     with torch.no_grad():
         generated = model.decode(z, anchors, mask)
-    scored = zoo_reward(zoo, generated, anchors, lookback, lam, d0)
+    scored = zoo_reward(zoo, generated, anchors, lookback, lam, d0, direction=direction)
     advantages = group_advantages(scored["reward"][None, :].float())[0]
     loss = policy_gradient_loss(_gaussian_logprob(z, mu, logvar), advantages)
     optimiser.zero_grad(set_to_none=True)
@@ -260,11 +263,12 @@ def reinforce_step(model: VMAE, optimiser, zoo, anchors: torch.Tensor, lookback:
 
 
 def rl_finetune(model: VMAE, zoo, anchors, lookback: int, iterations: int, lr: float = 3e-4, lam: float = 0.3,
-                samples_per_anchor: int = 4, mask_ratio: float = 0.25, seed: int = 0) -> tuple[list[dict], float]:
+                samples_per_anchor: int = 4, mask_ratio: float = 0.25, seed: int = 0,
+                direction: float = 1.0) -> tuple[list[dict], float]:
     """Stage B: ``iterations`` REINFORCE steps (:func:`reinforce_step`) on the prior network only
     (Adam, ``lr``), each on every anchor repeated ``samples_per_anchor`` times. d0 is measured
-    first: the mean anchor distance of the generator before RL on one such batch. Returns (the
-    per-iteration batch means, d0)."""
+    first: the mean anchor distance of the generator before RL on one such batch. ``direction`` is
+    the reward's sign (:func:`zoo_reward`). Returns (the per-iteration batch means, d0)."""
     w = torch.as_tensor(np.asarray(anchors), dtype=torch.float32).repeat_interleave(samples_per_anchor, dim=0)
     generator = torch.Generator().manual_seed(int(seed))
     with torch.no_grad():
@@ -272,6 +276,6 @@ def rl_finetune(model: VMAE, zoo, anchors, lookback: int, iterations: int, lr: f
         z, _, _ = _sample_prior(model, w, mask, generator)
         d0 = float(anchor_distance(model.decode(z, w, mask), w).mean())
     optimiser = torch.optim.Adam(model.prior.parameters(), lr=lr)
-    history = [reinforce_step(model, optimiser, zoo, w, lookback, lam, d0, mask_ratio, generator)
+    history = [reinforce_step(model, optimiser, zoo, w, lookback, lam, d0, mask_ratio, generator, direction)
                for _ in range(iterations)]
     return history, d0
