@@ -35,24 +35,27 @@
 # greedy. We implement the greedy the paper describes ("Sources in detail" at the end).
 
 # %%
-# Colab set-up: installs the book's package, replib, from its repository (branch main).
+# Colab set-up: installs the book's package, replib, from its repository, at the book's version.
 # Anywhere else (a local clone, the book build, CI) this cell does nothing.
 import sys
 
 if "google.colab" in sys.modules:
+    import json
     import subprocess
     import time
-    from importlib.metadata import version
+    from importlib.metadata import distribution
 
     package = "replib @ git+https://github.com/icml2026-replications/replib-book.git@main"
-    print("installing replib from the book's repository (branch main) ...", end=" ", flush=True)
+    print("installing replib from the book's repository at main ...", end=" ", flush=True)
     started = time.time()
     pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", package],
                          capture_output=True, text=True)
     if pip.returncode != 0:  # show pip's own words, then stop
         print(pip.stdout, pip.stderr)
         raise RuntimeError("installing replib failed: pip's output is printed above")
-    print(f"done in {time.time() - started:.0f} s, replib {version('replib')}")
+    origin = json.loads(distribution("replib").read_text("direct_url.json") or "{}")
+    commit = origin.get("vcs_info", {}).get("commit_id", "unknown")[:7]
+    print(f"done in {time.time() - started:.0f} s: replib {distribution('replib').version}, commit {commit}")
 
 # %% tags=["parameters"]
 profile = None  # "smoke", "book" or "paper"; None reads $REPLIB_PROFILE, else "book"
@@ -212,11 +215,17 @@ print(f"remove sample {drop}: F = {f_best:.3f}, the exhaustive optimum")
 # - At mild pruning ratios every reasonable method keeps enough of each class, so differences are
 #   small: a few tenths of a point. The paper's "lossless" claim says more than that: the method
 #   stays level with the full data where random pruning does not, and it beats the diversity-only
-#   baseline by a few tenths. Margins that small need a large test set to be seen at all.
+#   baseline by a few tenths. Margins that small need a large test set, several initialisations per
+#   kept set and several seeds to be seen at all.
+# - A pool full of near-copies makes pruning easy: any selector that drops the copies loses little.
+#   So the experiment also runs every selector on a clean pool without copies.
+# - A selector can beat another by at most what the full data leaves: if random pruning is only 0.4
+#   points below the full data, beating random by 0.5 points means beating the full data. The
+#   experiment checks that room before it judges such a margin.
 # - At aggressive ratios, intrinsic-only selection keeps a narrow band of hard, similar samples and
 #   should collapse; the redundancy term should protect the graph greedy.
 # - The whole pipeline costs a proxy model and a selection, which must be cheaper than the training
-#   they save.
+#   they save; the experiment counts all of it in FLOPs.
 #
 # ## Summary
 #

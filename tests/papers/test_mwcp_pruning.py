@@ -275,56 +275,77 @@ def test_predictive_entropy():
 # ---- chapter helpers ------------------------------------------------------------------------
 
 
-def test_claim_values_cover_chapter_yml():
-    # Hand-made rows for two seeds with different numbers; distractor rows (other ratios, other
-    # selectors, alpha = 0) that a swapped ratio, baseline or alpha would pick up instead.
+def _claim_rows():
+    """Hand-made rows for two seeds and both pools, with distractors (other ratios, other selectors,
+    alpha = 0) that a swapped ratio, baseline, pool or alpha would pick up instead."""
     mw0, mw1 = "mwcp(alpha=0)", "mwcp(alpha=1)"  # the row labels of run_experiment
-    table = {  # seed: [(variant, ratio, accuracy, train_seconds, select_seconds)]
-        0: [("proxy", 0.0, 90.0, 1.0, 0.5), ("full", 0.0, 96.0, 10.0, 0.0),
-            ("random", 0.3, 95.0, 7.0, 0.0), ("random", 0.5, 94.0, 5.0, 0.0), ("random", 0.7, 88.0, 3.0, 0.0),
-            ("entropy", 0.3, 93.0, 7.0, 0.0), ("entropy", 0.5, 91.0, 5.0, 0.0), ("entropy", 0.7, 90.0, 3.0, 0.0),
-            ("kcenter", 0.3, 95.5, 7.0, 0.1), ("kcenter", 0.5, 94.8, 5.0, 0.1),
-            ("kcenter", 0.7, 92.5, 3.0, 0.1),
-            (mw0, 0.3, 99.0, 6.5, 0.25), (mw0, 0.5, 99.0, 4.5, 0.25),
-            (mw1, 0.3, 96.5, 7.0, 0.6), (mw1, 0.5, 95.0, 5.0, 0.6), (mw1, 0.7, 93.0, 3.0, 0.6)],
-        5: [("proxy", 0.0, 80.0, 2.0, 0.4), ("full", 0.0, 97.0, 8.0, 0.0),
-            ("random", 0.3, 97.5, 6.0, 0.0), ("random", 0.5, 92.0, 4.0, 0.0), ("random", 0.7, 85.0, 2.0, 0.0),
-            ("entropy", 0.3, 90.0, 6.0, 0.0), ("entropy", 0.5, 88.0, 4.0, 0.0), ("entropy", 0.7, 89.0, 2.0, 0.0),
-            ("kcenter", 0.3, 96.2, 6.0, 0.1), ("kcenter", 0.5, 93.0, 4.0, 0.1),
-            ("kcenter", 0.7, 91.0, 2.0, 0.1),
-            (mw0, 0.3, 50.0, 5.0, 0.2), (mw0, 0.5, 50.0, 3.0, 0.2),
-            (mw1, 0.3, 96.0, 6.0, 1.0), (mw1, 0.5, 93.5, 4.0, 1.0), (mw1, 0.7, 84.0, 2.0, 1.0)],
+    table = {  # seed: [(variant, ratio, accuracy)], redundant pool; the clean pool adds 1 + ratio
+        0: [("proxy", 0.0, 90.0), ("full", 0.0, 96.0),
+            ("random", 0.3, 95.0), ("random", 0.5, 94.0), ("random", 0.7, 88.0),
+            ("entropy", 0.3, 93.0), ("entropy", 0.5, 91.0), ("entropy", 0.7, 90.0),
+            ("kcenter", 0.3, 95.5), ("kcenter", 0.5, 94.8), ("kcenter", 0.7, 92.5),
+            (mw0, 0.3, 99.0), (mw0, 0.5, 99.0),
+            (mw1, 0.3, 96.5), (mw1, 0.5, 95.0), (mw1, 0.7, 93.0)],
+        5: [("proxy", 0.0, 80.0), ("full", 0.0, 97.0),
+            ("random", 0.3, 97.5), ("random", 0.5, 92.0), ("random", 0.7, 85.0),
+            ("entropy", 0.3, 90.0), ("entropy", 0.5, 88.0), ("entropy", 0.7, 89.0),
+            ("kcenter", 0.3, 96.2), ("kcenter", 0.5, 93.0), ("kcenter", 0.7, 91.0),
+            (mw0, 0.3, 50.0), (mw0, 0.5, 50.0),
+            (mw1, 0.3, 96.0), (mw1, 0.5, 93.5), (mw1, 0.7, 84.0)],
     }
     rows = []
     for seed, entries in table.items():
-        for variant, p, acc, tr, sel in entries:
-            method_name = "mwcp" if variant.startswith("mwcp") else variant
-            alpha = 0.0 if variant == mw0 else 1.0 if variant == mw1 else np.nan
-            rows.append(dict(seed=seed, variant=variant, method=method_name, alpha=alpha, ratio=p,
-                             accuracy=acc, train_seconds=tr, select_seconds=sel))
+        for pool, shift in (("redundant", 0.0), ("clean", 1.0)):
+            for variant, p, acc in entries:
+                method_name = "mwcp" if variant.startswith("mwcp") else variant
+                alpha = 0.0 if variant == mw0 else 1.0 if variant == mw1 else np.nan
+                size = 1000 if p == 0 else round((1 - p) * 1000)
+                rows.append(dict(pool=pool, seed=seed, variant=variant, method=method_name, alpha=alpha,
+                                 ratio=p, accuracy=acc + shift * (1 + p),
+                                 init_sd=0.1 + 0.01 * seed + p if method_name in ("mwcp", "random") else 9.0,
+                                 train_flops=(7.0 if variant == "proxy" else 30.0 * size),
+                                 select_flops=(2.0 if variant == "proxy" else 100.0 * p if variant == mw1 else 1e6),
+                                 train_seconds=(1.0 + seed if variant == "proxy" else 10.0 if variant == "full"
+                                                else 4.0 + seed if (variant == mw1 and p == 0.5) else np.nan),
+                                 select_seconds=0.5 if variant == mw1 else 0.01))
+    return rows
+
+
+def test_claim_values_cover_chapter_yml():
+    rows = _claim_rows()
     guarantee = {0: {"min_ratio": 0.9, "mean_gap": 0.01}, 5: {"min_ratio": 0.8, "mean_gap": 0.03}}
     cv = experiment.claim_values(rows, guarantee, {0: 0.4, 5: 0.7}, n_test=500)
     ids = [c["id"] for c in load_chapter("mwcp_pruning")["claims"]]
     assert set(cv) == {0, 5} and set(cv[0]) == set(cv[5]) == set(ids)
     want = {
-        0: {"c1a_beats_random_30": 96.5 - 95.0, "c1b_beats_random_50": 95.0 - 94.0,
+        0: {"q1_target_competent": 96.0, "q2_proxy_trained": 90.0,
+            "c1a_beats_random_30": 96.5 - 95.0, "c1b_beats_random_50": 95.0 - 94.0,
             "p1_random_lossy_30": 95.0 - 96.0, "p2_random_lossy_50": 94.0 - 96.0,
+            "r1_room_random_30": 96.0 - 95.0, "r2_room_random_50": 96.0 - 94.0,
+            "r3_room_kcenter_30": 96.0 - 95.5, "r4_room_kcenter_50": 96.0 - 94.8,
+            "r5_room_kcenter_70": 96.0 - 92.5, "r6_room_entropy_70": 96.0 - 90.0,
             "h1_lossless_30": 96.5 - 96.0, "h2_lossless_50": 95.0 - 96.0,
             "k1_vs_kcenter_30": 96.5 - 95.5, "k2_vs_kcenter_50": 95.0 - 94.8,
             "k3_vs_kcenter_70": 93.0 - 92.5, "c3_unified_vs_intrinsic_70": 93.0 - 90.0,
+            # clean pool: every accuracy at ratio p is 1 + p higher
+            "q1_target_competent_clean": 97.0, "q2_proxy_trained_clean": 91.0,
+            "c1a_beats_random_30_clean": 96.5 - 95.0, "h1_lossless_30_clean": 96.5 + 1.3 - 97.0,
+            "h2_lossless_50_clean": 95.0 + 1.5 - 97.0, "p1_random_lossy_30_clean": 95.0 + 1.3 - 97.0,
+            "r3_room_kcenter_30_clean": 97.0 - 95.5 - 1.3, "k3_vs_kcenter_70_clean": 93.0 - 92.5,
             "c4a_greedy_ratio": 0.9, "c4b_greedy_gap": 0.01,
-            "c5_time_end_to_end": (1.0 + 0.6 + 7.0) / 10.0,  # proxy + selection + subset / full
-            "m1_training_time_ratio": 7.0 / 10.0, "m2_selection_seconds_20k": 0.4,
-            "m3_test_noise_floor": 100 * math.sqrt(2 * 0.96 * 0.04 / 500)},  # full-data accuracy
+            # FLOPs: (proxy 7 + selection 100 p + training 30 b) / (30 x 1000), at p = 0.5 and 0.3
+            "c5_compute_end_to_end_50": (7.0 + 50.0 + 30.0 * 500) / 30_000.0,
+            "m5_compute_end_to_end_30": (7.0 + 30.0 + 30.0 * 700) / 30_000.0,
+            "m1_training_time_ratio": 4.0 / 10.0, "m2_selection_seconds_20k": 0.4,
+            "m4_seconds_end_to_end_50": (1.0 + 0.5 + 4.0) / 10.0,
+            "m3_test_noise_floor": 100 * math.sqrt(2 * 0.96 * 0.04 / 500),  # full-data accuracy
+            "m6_init_spread": 0.1 + (0.3 + 0.5 + 0.3 + 0.5) / 4},
         5: {"c1a_beats_random_30": 96.0 - 97.5, "c1b_beats_random_50": 93.5 - 92.0,
-            "p1_random_lossy_30": 97.5 - 97.0, "p2_random_lossy_50": 92.0 - 97.0,
-            "h1_lossless_30": 96.0 - 97.0, "h2_lossless_50": 93.5 - 97.0,
-            "k1_vs_kcenter_30": 96.0 - 96.2, "k2_vs_kcenter_50": 93.5 - 93.0,
+            "p1_random_lossy_30": 97.5 - 97.0, "h2_lossless_50": 93.5 - 97.0,
             "k3_vs_kcenter_70": 84.0 - 91.0, "c3_unified_vs_intrinsic_70": 84.0 - 89.0,
-            "c4a_greedy_ratio": 0.8, "c4b_greedy_gap": 0.03,
-            "c5_time_end_to_end": (2.0 + 1.0 + 6.0) / 8.0,
-            "m1_training_time_ratio": 6.0 / 8.0, "m2_selection_seconds_20k": 0.7,
-            "m3_test_noise_floor": 100 * math.sqrt(2 * 0.97 * 0.03 / 500)},
+            "c4a_greedy_ratio": 0.8, "c4b_greedy_gap": 0.03, "m1_training_time_ratio": 9.0 / 10.0,
+            "m4_seconds_end_to_end_50": (6.0 + 0.5 + 9.0) / 10.0, "m2_selection_seconds_20k": 0.7,
+            "m6_init_spread": 0.15 + 0.4},
     }
     for seed, claims in want.items():
         for claim, value in claims.items():
@@ -332,23 +353,27 @@ def test_claim_values_cover_chapter_yml():
     # a DataFrame works too, and single (seed-independent) values are repeated for every seed
     again = experiment.claim_values(pd.DataFrame(rows), {"min_ratio": 0.7, "mean_gap": 0.05}, 0.3)
     for seed in (0, 5):
-        assert again[seed]["c1a_beats_random_30"] == pytest.approx(want[seed]["c1a_beats_random_30"])
+        assert again[seed]["c1a_beats_random_30"] == pytest.approx(cv[seed]["c1a_beats_random_30"])
         assert (again[seed]["c4a_greedy_ratio"], again[seed]["c4b_greedy_gap"],
                 again[seed]["m2_selection_seconds_20k"]) == (0.7, 0.05, 0.3)
-    # a ratio the profile did not run gives NaN, not another ratio's value
+    # a ratio or a pool the profile did not run gives NaN, not another ratio's or pool's value
     no_half = [r for r in rows if r["ratio"] != 0.5]
     partial = experiment.claim_values(no_half, guarantee, 0.4)
     assert math.isnan(partial[0]["c1b_beats_random_50"]) and math.isnan(partial[0]["k2_vs_kcenter_50"])
-    assert math.isnan(partial[0]["h2_lossless_50"]) and math.isnan(partial[0]["p2_random_lossy_50"])
+    assert math.isnan(partial[0]["h2_lossless_50"]) and math.isnan(partial[0]["c5_compute_end_to_end_50"])
     assert partial[0]["c1a_beats_random_30"] == pytest.approx(1.5)
+    redundant_only = experiment.claim_values([r for r in rows if r["pool"] == "redundant"], guarantee, 0.4)
+    assert math.isnan(redundant_only[0]["h1_lossless_30_clean"])
+    assert redundant_only[0]["h1_lossless_30"] == pytest.approx(0.5)
 
 
 def test_profiles_have_the_documented_keys():
-    keys = {"seeds", "ratios", "alphas", "epochs", "proxy_steps", "clusters_per_class", "n_test"}
+    keys = {"seeds", "ratios", "alphas", "epochs", "proxy_steps", "clusters_per_class", "n_test", "inits"}
     assert all(set(p) == keys for p in experiment.EXPERIMENT_PROFILES.values())
     book = experiment.EXPERIMENT_PROFILES["book"]
-    assert book["ratios"] == [0.3, 0.5, 0.7, 0.9] and book["alphas"] == [0.0, 0.3, 1.0, 3.0]
-    assert book["n_test"] == 100_000  # noise floor below 0.1 points (claim m3)
+    assert book["ratios"] == [0.3, 0.5, 0.7, 0.9] and 1.0 in book["alphas"] and 0.0 in book["alphas"]
+    assert book["n_test"] == 50_000 and book["inits"] == 4
+    assert book["seeds"] == load_chapter("mwcp_pruning")["confirmatory_seeds"]
     smoke = experiment.EXPERIMENT_PROFILES["smoke"]
     assert {0.3, 0.5, 0.7} <= set(smoke["ratios"]) and 1.0 in smoke["alphas"]
 
@@ -371,19 +396,68 @@ def test_graders_accept_reference_and_reject_wrong():
 def test_run_experiment_rows_and_determinism():
     from types import SimpleNamespace
 
-    cfg = SimpleNamespace(seeds=[0], ratios=[0.7], alphas=[1.0], epochs=1, proxy_steps=20,
-                          clusters_per_class=2, n_test=1000)
+    cfg = SimpleNamespace(seeds=[0], ratios=[0.7], alphas=[0.0, 1.0], epochs=1, proxy_steps=20,
+                          clusters_per_class=2, n_test=1000, inits=2)
     rows, extras = experiment.run_experiment(cfg)
     again, _ = experiment.run_experiment(cfg)
-    variants = [r["variant"] for r in rows]
-    assert variants == ["proxy", "full", "random", "entropy", "kcenter", "mwcp(alpha=1)"]
+    labels = [(r["pool"], r["variant"]) for r in rows]
+    assert labels == [("redundant", v) for v in ("proxy", "full", "random", "entropy", "kcenter",
+                                                   "mwcp(alpha=0)", "mwcp(alpha=1)")] + [
+        ("clean", v) for v in ("proxy", "full", "random", "entropy", "kcenter", "mwcp(alpha=1)")]
     assert [r["accuracy"] for r in rows] == [r["accuracy"] for r in again]
-    assert [r["objective"] for r in rows[1:]] == [r["objective"] for r in again[1:]]
+    assert [r["objective"] for r in rows if r["method"] != "proxy"] == [
+        r["objective"] for r in again if r["method"] != "proxy"]
     b = round(0.3 * 2853)
-    assert all(r["size"] == b for r in rows[2:]) and rows[1]["size"] == 2853
-    assert set(extras["kept"]) == set(variants[2:]) and extras["kept_ratio"] == 0.7
+    assert all(r["size"] == b for r in rows if r["ratio"] > 0)
+    assert all(r["size"] == 2853 for r in rows if r["variant"] == "full")
+    clean = [r for r in rows if r["pool"] == "clean" and r["variant"] == "full"][0]
+    assert clean["dup_fraction"] == 0.0 and clean["redundant_fraction"] == 0.0  # no copies at all
+    assert all(r["init_sd"] >= 0 for r in rows if r["method"] != "proxy")  # two inits per subset
+    assert set(extras["kept"]) == {"random", "entropy", "kcenter", "mwcp(alpha=0)", "mwcp(alpha=1)"}
+    assert extras["kept_ratio"] == 0.7
     assert extras["pca"].shape == (2853, 2) and extras["embeddings"].shape == (2853, 128)
-    assert all(r["clusters_covered"] <= 20 for r in rows[1:])
+    assert all(r["clusters_covered"] <= 20 for r in rows[1:] if r["method"] != "proxy")
+    # costs: training FLOPs scale with the kept set, and the timed rows are MWCP and full only
+    full = [r for r in rows if r["variant"] == "full"][0]
+    mw = [r for r in rows if r["variant"] == "mwcp(alpha=1)"][0]
+    assert mw["train_flops"] == pytest.approx(full["train_flops"] * b / 2853)
+    assert mw["select_flops"] > 0 and rows[0]["train_flops"] == task.proxy_flops(20, 64, 2853)
+    assert all(math.isnan(r["train_seconds"]) for r in rows if r["method"] in ("random", "entropy", "kcenter"))
+
+
+def test_kcenter_prefix_is_kcenter_at_the_smaller_budget():
+    """Farthest-first traversal is nested: its first b picks are the traversal run with budget b from
+    the same first centre (what the experiment relies on to run it once per pool)."""
+    _, z, _ = clustered_points(6, n=60)
+    long = baselines.select_kcenter(z, 40, np.random.default_rng(3))
+    for b in (1, 7, 25):
+        assert np.array_equal(baselines.select_kcenter(z, b, np.random.default_rng(3)), long[:b])
+
+
+def test_clean_pool_has_no_copies_and_the_same_size(generator):
+    pool = experiment.make_pool("clean", 3, generator, n_test=100)
+    dup = experiment.make_pool("redundant", 3, generator, n_test=100)
+    assert pool.n == dup.n == 2853 and not pool.is_dup.any() and np.array_equal(pool.origin, np.arange(2853))
+    assert np.array_equal(pool.X_test, dup.X_test)  # the same test set
+    with pytest.raises(ValueError, match="valid"):
+        experiment.make_pool("noisy", 3, generator, n_test=100)
+
+
+def test_flop_counts():
+    assert task.MLP_FLOPS == 2 * (64 * 128 + 128 * 10)
+    assert task.training_flops(10) == 30 * task.MLP_FLOPS
+    # 3 steps on 130 images in batches of 64: 64 + 64 + 2, then one scoring pass of 130
+    assert task.proxy_flops(3, 64, 130) == task.training_flops(130) + 130 * task.MLP_FLOPS
+    assert task.proxy_flops(5, 64, 130) == task.training_flops(130 + 128) + 130 * task.MLP_FLOPS
+    # the greedy counts an arg-max over n per pick and 2d + 4 per neighbour it updates
+    I_in, z, cluster = clustered_points(5, n=30, dim=6)
+    res = method.greedy_select(I_in, 5, z=z, cluster=cluster)
+    touched = sum(int(np.sum(cluster == cluster[i])) for i in res.order)
+    assert res.flops == 5 * 30 + touched * (2 * 6 + 4)
+    assert method.greedy_select(I_in, 5, A=method.edge_matrix(z, cluster)).flops == 2 * 5 * 30
+    cost = {}
+    method.neighbourhoods(z, np.zeros(30, int), 3, rng=0, cost=cost)
+    assert cost["flops"] > 2 * 30 * 3 * 6  # at least one k-means iteration
 
 
 # ---- training steps: the proxy's and the target's SGD, its second step, the method's weighted objective -----
@@ -549,3 +623,57 @@ def test_select_mwcp_weights_the_intrinsic_score_by_alpha():
         assert res.gains[0] == pytest.approx(alpha * I_in.max())
         orders[alpha] = set(res.order.tolist())
     assert orders[0.3] != orders[3.0]
+
+
+def test_train_targets_first_step_is_each_models_own_sgd_step():
+    """Batched training, one step: every model (subset s, seed k) moves by -lr_0 (grad of ITS OWN mean
+    cross-entropy on its own first minibatch + wd p) from the initial weights of MLP(seed k); its
+    minibatch's loss falls. A loss averaged over all models, a shared minibatch or a detached weight
+    would fail it."""
+    import torch
+
+    rng = np.random.default_rng(2)
+    X = rng.random((40, 64)).astype(np.float32)
+    y = np.arange(40) % 10
+    subsets = [rng.choice(40, 12, replace=False) for _ in range(2)]
+    out = task.train_targets(X, y, subsets, X[:5], y[:5], epochs=1, seeds=[3, 8], batch_size=8, lr=0.5)
+    assert out["steps"] == 2  # 12 rows in batches of 8: one epoch = two steps
+    one = task.train_targets(X, y, subsets, X[:5], y[:5], epochs=1, seeds=[3, 8], batch_size=12, lr=0.5)
+    assert one["steps"] == 1
+    lr0 = _one_cycle_lr(0, 2, 0.5)
+    Xt, yt = torch.tensor(X), torch.tensor(y)
+    for s, S in enumerate(subsets):
+        for k, seed in enumerate([3, 8]):
+            p0 = [p.detach().clone() for p in mlp.MLP([64, 128, 10], seed=seed).parameters()]
+            idx = torch.as_tensor(S)[torch.randperm(12, generator=torch.Generator().manual_seed(seed))]
+            ps = [p.clone().requires_grad_(True) for p in p0]
+            grads = torch.autograd.grad(_hand_ce(ps, Xt[idx], yt[idx]), ps)
+            got = [t[s, k] for t in one["params"]]
+            for p, q, g in zip(got, p0, grads):
+                assert torch.allclose(p, q - lr0 * (g + 5e-4 * q), atol=1e-6)
+            assert float(_hand_ce(got, Xt[idx], yt[idx])) < float(_hand_ce(p0, Xt[idx], yt[idx]))
+
+
+def test_train_targets_equals_training_each_model_alone():
+    """Several steps and epochs: each batched model equals the hand-written loop (momentum, weight decay,
+    one-cycle rate, a new permutation of its own subset per epoch) and train_target with its seed."""
+    import torch
+
+    rng = np.random.default_rng(4)
+    X = rng.random((50, 64)).astype(np.float32)
+    y = np.arange(50) % 10
+    X_test, y_test = rng.random((300, 64)).astype(np.float32), np.arange(300) % 10
+    subsets = [rng.choice(50, 20, replace=False) for _ in range(3)]
+    out = task.train_targets(X, y, subsets, X_test, y_test, epochs=3, seeds=[1, 2], batch_size=8)
+    assert out["accuracy"].shape == (3, 2) and out["steps"] == 9
+    for s, S in enumerate(subsets):
+        for k, seed in enumerate([1, 2]):
+            p0 = [p.detach().clone() for p in mlp.MLP([64, 128, 10], seed=seed).parameters()]
+            want = _hand_sgd(p0, torch.tensor(X[S]), torch.tensor(y[S]), 9, 8, 0.05, 0.9, 5e-4, seed)
+            for p, w in zip([t[s, k] for t in out["params"]], want):
+                assert torch.allclose(p, w, atol=1e-5)
+    alone = task.train_target(X[subsets[1]], y[subsets[1]], X_test, y_test, epochs=15, seed=2)
+    batched = task.train_targets(X, y, subsets, X_test, y_test, epochs=15, seeds=[2])
+    assert batched["accuracy"][1, 0] == pytest.approx(alone["accuracy"], abs=0.34)  # one of 300 images
+    with pytest.raises(ValueError, match="one size"):
+        task.train_targets(X, y, [subsets[0], subsets[0][:5]], X_test, y_test, epochs=1, seeds=[0])

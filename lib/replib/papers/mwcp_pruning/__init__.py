@@ -18,7 +18,9 @@ Modules (numpy, scikit-learn's k-means and the shared torch MLP of :mod:`replib.
   injected redundancy (:func:`load_digits_with_redundancy`, :class:`DigitsPool`); the proxy run of Algorithm 1 step 1
   with the chapter's MLP, giving ``I_in`` and 128-d embeddings (:func:`train_proxy`,
   :class:`ProxyScores`); the target model that scores a kept subset by its test accuracy
-  (:func:`train_target`), the test set's noise floor (:func:`accuracy_noise_floor`) and the subset
+  (:func:`train_target`; :func:`train_targets` trains many kept subsets and initialisations, the
+  :func:`init_seeds`, as one batched network), the FLOP counts of training and of the proxy
+  (:data:`MLP_FLOPS`, :func:`training_flops`, :func:`proxy_flops`), the test set's noise floor (:func:`accuracy_noise_floor`) and the subset
   diagnostics :func:`subset_stats` (duplicates kept, clusters
   covered, objective); the synthetic instances: :func:`synthetic_graph` (n = 20,000, for timing) and
   :func:`random_instance` (tiny complete graphs for the guarantee).
@@ -29,7 +31,9 @@ Modules (numpy, scikit-learn's k-means and the shared torch MLP of :mod:`replib.
   :func:`greedy_guarantee_check`.
 * :mod:`.exercises`: the exercise graders :func:`check_redundancy_weight` and
   :func:`check_marginal_gain`.
-* :mod:`.experiment`: :data:`EXPERIMENT_PROFILES`, :func:`variant_name`, :func:`run_experiment`, the
+* :mod:`.experiment`: :data:`EXPERIMENT_PROFILES`, the two pools (:data:`POOLS`, :func:`make_pool`:
+  with injected near-copies, and a clean pool of as many distinct images), :func:`variant_name`,
+  :func:`run_experiment`, the
   greedy's timing at n = 20,000 (:func:`selection_seconds`) and :func:`claim_values`.
 
 Conventions. A subset is an integer index array into the pool. Node weights are w_i = alpha I_in(x_i);
@@ -51,9 +55,10 @@ Fidelity notes (where the paper and the official code leave room, our choices):
 * Data: scikit-learn's digits ship 1,797 images, so a held-out split is a few hundred images and one
   image is 0.2 points of accuracy, as much as the margins the paper reports. We fit one Gaussian
   mixture per class (5 full-covariance components, reg_covar 0.01) to all 1,797 digits and draw
-  from it: a test set of 100,000 images, fixed for every seed (``test_seed = 0``; the standard error
-  of a difference of two accuracies is then below 0.1 points), and the pool's 1,297 originals, new
-  for every seed. The seed also changes which originals are duplicated, the jitter, the proxy and
+  from it: a test set of 50,000 images at the book profile, fixed for every seed (``test_seed = 0``;
+  the standard error of a difference of two independent accuracies is then about 0.1 points), and
+  the pool's 1,297 originals, new for every seed. The clean pool draws 2,853 distinct images and
+  injects no copies, so both pools have the same size and budgets. The seed also changes which originals are duplicated, the jitter, the proxy and
   the target models' initialisation and batch order. Injected copies are appended after the
   originals; ``origin`` gives each item's original.
 * The monotone shift: the paper (Eq. 27) raises the intrinsic value by eta per already selected element
@@ -69,8 +74,16 @@ Fidelity notes (where the paper and the official code leave room, our choices):
   alpha = 1.
 * Extrinsic-only baseline: greedy k-center (farthest-first traversal) with the cosine distance on the
   embeddings (equivalently the Euclidean distance of the normalised embeddings), first centre drawn
-  at random.
-* Timing: each row's ``select_seconds`` is everything needed to choose that subset once the proxy has
-  run: for MWCP the class-wise k-means plus the greedy, for the baselines their own selection. The
-  proxy row's ``train_seconds`` is the proxy's training plus its scoring pass.
+  at random, once per pool and seed: the traversal is nested, so each ratio keeps its prefix.
+* Training: every kept subset trains ``inits`` models (4 at the book profile) with the same model
+  seeds for every selector, and its accuracy is their mean; all subsets of one ratio train at once
+  (:func:`train_targets`, the same computation as training them one by one).
+* Costs: judged in FLOPs (training = 3 forward passes of 2 (64 x 128 + 128 x 10) FLOPs per image;
+  the proxy's steps and scoring pass; k-means and the greedy count their own arithmetic), never in
+  seconds.
+* Timing (measurements only): each row's ``select_seconds`` is everything needed to choose that
+  subset once the proxy has run: for MWCP the class-wise k-means plus the greedy, for the baselines
+  their own selection. The proxy row's ``train_seconds`` is the proxy's training plus its scoring
+  pass; on the redundant pool, the full data and the MWCP subset at 50% are also trained once alone
+  to time them.
 """

@@ -68,7 +68,8 @@ def redundancy_weight(D) -> np.ndarray:
     return -1.0 / (1.0 + np.exp(np.asarray(D, dtype=float)))
 
 
-def neighbourhoods(z, y, clusters_per_class: int = 5, rng=0, max_iter: int = 25) -> np.ndarray:
+def neighbourhoods(z, y, clusters_per_class: int = 5, rng=0, max_iter: int = 25,
+                   cost: dict | None = None) -> np.ndarray:
     """Structured graph sparsification: N(x_i) = samples with the same label and the same k-means
     cluster inside that class (the edge set of step 2 of Algorithm 1).
 
@@ -77,6 +78,11 @@ def neighbourhoods(z, y, clusters_per_class: int = 5, rng=0, max_iter: int = 25)
     Generator (one draw gives the ``random_state``) or an int ``random_state``. Returns the global
     cluster id of every sample, ``label * clusters_per_class + cluster``; two samples are neighbours iff
     their ids are equal (and they differ).
+
+    ``cost`` (optional dict): its ``"flops"`` entry is increased by the k-means work, counted from the
+    iterations each class's fit ran: k-means++ seeding, (2 + ln k) candidate centres per centre, each
+    scored against every point (2 n_c d FLOPs), then per iteration every point against every centre
+    (2 n_c k d) plus the centre update (n_c d).
     """
     from sklearn.cluster import KMeans
 
@@ -93,6 +99,10 @@ def neighbourhoods(z, y, clusters_per_class: int = 5, rng=0, max_iter: int = 25)
             continue
         km = KMeans(n_clusters=k, n_init=1, max_iter=max_iter, random_state=state).fit(zn[idx])
         out[idx] = c * K + km.labels_
+        if cost is not None:
+            n_c, d = idx.size, zn.shape[1]
+            seeding = k * (2 + np.log(k)) * 2.0 * n_c * d
+            cost["flops"] = cost.get("flops", 0.0) + seeding + km.n_iter_ * (2.0 * n_c * k * d + n_c * d)
     return out
 
 
@@ -171,12 +181,16 @@ def _groups(ids: np.ndarray) -> list[np.ndarray]:
 class GreedyResult:
     """``order``: the b picks in greedy order; ``gains``: each pick's marginal gain Delta(x* | S_t) at
     the time of its pick; ``final_gain``: Delta(x | S_b) for every x not selected (-inf for the
-    selected); ``seconds``: wall-clock time of the greedy loop."""
+    selected); ``seconds``: wall-clock time of the greedy loop; ``flops``: its arithmetic, counted per
+    pick: the masked arg-max over the n gains (n) and the update of the picked sample's neighbours
+    (2 d + 4 per neighbour on the sparsified graph: a dot product, then 1 - cos, the sigmoid and the
+    add; n adds with a dense ``A``)."""
 
     order: np.ndarray
     gains: np.ndarray
     final_gain: np.ndarray
     seconds: float
+    flops: float = float("nan")
 
 
 def greedy_select(w, b: int, z=None, cluster=None, A=None) -> GreedyResult:
@@ -203,6 +217,7 @@ def greedy_select(w, b: int, z=None, cluster=None, A=None) -> GreedyResult:
             order[t], gains[t] = i, gain[i]
             gain += A[i]
             gain[i] = -np.inf
+        flops = 2.0 * b * n
     else:
         zn = normalise(z)
         ids = np.zeros(n, np.int64) if cluster is None else np.asarray(cluster, dtype=np.int64)
@@ -219,7 +234,9 @@ def greedy_select(w, b: int, z=None, cluster=None, A=None) -> GreedyResult:
             d = 1.0 - zs[lo:hi] @ zn[i]
             gain[block] -= 1.0 / (1.0 + np.exp(np.clip(d, 0.0, 2.0)))  # += g(D(y, x*))
             gain[i] = -np.inf
-    return GreedyResult(order, gains, gain, time.perf_counter() - start)
+        touched = float(np.sum(last[order] - first[order]))
+        flops = float(b) * n + touched * (2.0 * zs.shape[1] + 4.0)
+    return GreedyResult(order, gains, gain, time.perf_counter() - start, flops)
 
 
 def select_mwcp(I_in, z, cluster, b: int, alpha: float = 1.0) -> GreedyResult:

@@ -26,6 +26,11 @@ __all__ = [
     "ProxyScores",
     "train_proxy",
     "train_target",
+    "train_targets",
+    "init_seeds",
+    "MLP_FLOPS",
+    "training_flops",
+    "proxy_flops",
     "accuracy_noise_floor",
     "subset_stats",
     "synthetic_graph",
@@ -207,6 +212,119 @@ def train_target(X, y, X_test, y_test, epochs: int = 15, seed: int = 0) -> dict:
     model = MLP([np.shape(X)[1], HIDDEN, N_CLASSES], seed=int(seed))
     info = train_classifier(model, X, y, epochs=epochs, batch_size=64, lr=0.05, seed=int(seed))
     return {"accuracy": 100.0 * accuracy(model, X_test, y_test), "train_seconds": info["seconds"]}
+
+
+def init_seeds(seed: int, inits: int) -> list[int]:
+    """Model seeds of the ``inits`` initialisations trained on every kept subset of one seed:
+    ``100 seed + k`` for k = 0 .. inits - 1, the same for every selector (paired comparisons)."""
+    return [100 * int(seed) + k for k in range(int(inits))]
+
+
+def train_targets(X, y, subsets, X_test, y_test, epochs: int = 15, seeds=(0,), batch_size: int = 64,
+                  lr: float = 0.05, momentum: float = 0.9, weight_decay: float = 5e-4,
+                  hidden: int = HIDDEN, test_chunk: int = 2048, test_group: int = 4) -> dict:
+    """The target model of :func:`train_target`, trained on many kept subsets and initialisations at once.
+
+    ``subsets``: a list of index arrays into (X, y), all of the same size b; ``seeds``: the model seeds.
+    Model (s, k) is MLP 64-128-10 with seed ``seeds[k]`` (its initial weights and its minibatch order,
+    exactly as :func:`train_target` with that seed) trained on ``subsets[s]``. The M = len(subsets) x
+    len(seeds) models are one batched network (weights stacked along a leading model axis, batched
+    matrix products); the loss is the sum over models of each model's mean cross-entropy on its own
+    minibatch, so every model gets the gradient of its own loss, and SGD (momentum, weight decay) and
+    the OneCycle schedule act elementwise, as in :func:`replib.models.mlp.train_classifier`.
+
+    Returns ``{"accuracy": (len(subsets), len(seeds)) percent on the test split, "steps", "seconds",
+    "params"}``, the trained weights [W0, b0, W1, b1], each with leading axes (subset, seed) and
+    torch's Linear layout (out, in).
+    """
+    import torch
+    from torch.nn import functional as F
+
+    from replib.models.mlp import MLP
+
+    subsets = [np.asarray(S, dtype=np.int64) for S in subsets]
+    b = subsets[0].size
+    if b == 0 or any(S.size != b for S in subsets):
+        raise ValueError("train_targets needs non-empty subsets of one size")
+    seeds = [int(s) for s in seeds]
+    n_sub, n_seed = len(subsets), len(seeds)
+    M = n_sub * n_seed
+    nets = [MLP([np.shape(X)[1], hidden, N_CLASSES], seed=s) for s in seeds]
+    stack = [torch.stack([n.layers[i].weight.detach() for n in nets]) for i in (0, 1)]
+    bias = [torch.stack([n.layers[i].bias.detach() for n in nets]) for i in (0, 1)]
+    # model m = s * n_seed + k: subset s, seed k
+    W0 = stack[0].repeat(n_sub, 1, 1).clone().requires_grad_(True)  # (M, hidden, d)
+    b0 = bias[0].repeat(n_sub, 1).clone().requires_grad_(True)
+    W1 = stack[1].repeat(n_sub, 1, 1).clone().requires_grad_(True)  # (M, 10, hidden)
+    b1 = bias[1].repeat(n_sub, 1).clone().requires_grad_(True)
+    params = [W0, b0, W1, b1]
+    Xt = torch.as_tensor(np.asarray(X), dtype=torch.float32)
+    yt = torch.as_tensor(np.asarray(y), dtype=torch.long)
+    rows = torch.as_tensor(np.repeat(np.stack(subsets), n_seed, axis=0))  # (M, b) pool indices
+    gens = [torch.Generator(device="cpu").manual_seed(seeds[m % n_seed]) for m in range(M)]
+    per_epoch = math.ceil(b / batch_size)
+    total = int(epochs) * per_epoch
+    opt = torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=max(total, 2),
+                                                cycle_momentum=False)
+    start = time.perf_counter()
+    done = 0
+    while done < total:
+        perm = torch.stack([torch.randperm(b, generator=g) for g in gens])  # (M, b)
+        order = torch.gather(rows, 1, perm)
+        for k in range(0, b, batch_size):
+            if done >= total:
+                break
+            idx = order[:, k:k + batch_size]  # (M, B)
+            h = torch.relu(torch.baddbmm(b0.unsqueeze(1), Xt[idx], W0.transpose(1, 2)))
+            logits = torch.baddbmm(b1.unsqueeze(1), h, W1.transpose(1, 2))  # (M, B, 10)
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), yt[idx].reshape(-1),
+                                   reduction="sum") / idx.shape[1]
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            if done < max(total, 2) - 1:
+                sched.step()
+            done += 1
+    seconds = time.perf_counter() - start
+    correct = torch.zeros(M, dtype=torch.float64)
+    Xe = torch.as_tensor(np.asarray(X_test), dtype=torch.float32)
+    ye = torch.as_tensor(np.asarray(y_test), dtype=torch.long)
+    with torch.no_grad():  # groups of models x chunks of test images, small enough to stay in cache
+        W1t = W1.detach().transpose(1, 2)
+        for m0 in range(0, M, int(test_group)):
+            group = slice(m0, m0 + int(test_group))
+            Wcat = W0.detach()[group].reshape(-1, W0.shape[-1]).T.contiguous()  # (d, g hidden)
+            bcat = b0.detach()[group].reshape(-1)
+            for lo in range(0, Xe.shape[0], int(test_chunk)):
+                xe = Xe[lo:lo + int(test_chunk)]
+                h = torch.addmm(bcat, xe, Wcat).relu_().reshape(xe.shape[0], -1, hidden).transpose(0, 1)
+                logits = torch.baddbmm(b1.detach()[group].unsqueeze(1), h, W1t[group])  # (g, n, 10)
+                correct[group] += (logits.argmax(-1) == ye[lo:lo + int(test_chunk)]).sum(1).double()
+    acc = (100.0 * correct / max(1, Xe.shape[0])).numpy().reshape(n_sub, n_seed)
+    trained = [t.detach().reshape(n_sub, n_seed, *t.shape[1:]) for t in params]
+    return {"accuracy": acc, "steps": done, "seconds": seconds, "params": trained}
+
+
+# FLOPs of one forward pass of the 64-128-10 MLP on one image (a multiply-add counts 2; biases and
+# ReLU left out): 2 (64 x 128 + 128 x 10). A training example costs three forward passes (forward,
+# and the backward pass's two products), the usual 1 : 2 split.
+MLP_FLOPS = 2 * (64 * HIDDEN + HIDDEN * N_CLASSES)
+
+
+def training_flops(samples: int) -> float:
+    """FLOPs of ``samples`` training examples of the MLP (forward and backward: 3 ``MLP_FLOPS``)."""
+    return 3.0 * MLP_FLOPS * int(samples)
+
+
+def proxy_flops(steps: int, batch_size: int, n: int) -> float:
+    """FLOPs of the proxy (Algorithm 1, step 1): ``steps`` SGD steps over epochs of n images cut into
+    minibatches of ``batch_size`` (the last of an epoch smaller, as in ``train_classifier``), then one
+    forward pass over the n pool images (entropies and embeddings come from the same pass)."""
+    per_epoch = math.ceil(int(n) / int(batch_size))
+    full, rest = divmod(int(steps), per_epoch)
+    samples = full * int(n) + min(rest * int(batch_size), int(n))
+    return training_flops(samples) + float(MLP_FLOPS) * int(n)
 
 
 def accuracy_noise_floor(accuracy: float, n_test: int = N_TEST) -> float:
