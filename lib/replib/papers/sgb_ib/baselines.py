@@ -10,20 +10,22 @@ import numpy as np
 from sklearn.cluster import KMeans, SpectralClustering
 from sklearn.preprocessing import StandardScaler
 
-from .method import conditional_distributions, ib_restarts
+from .method import conditional_distributions, ib_restarts_many, one_openmp_thread
 
 __all__ = ["point_sib", "kmeans_concat", "spectral_concat", "standardised_concat"]
 
 
 def point_sib(views, K, seed, beta_inv=0.01, restarts=5, max_sweeps=30) -> dict:
     """Point-level multi-view sIB: the IB phase of :func:`~.method.sgb_ib` with every sample a ball
-    of weight 1/n and lambda = 0. Returns labels, F, sweeps and the IB phase's wall seconds."""
+    of weight 1/n and lambda = 0 (its restarts stepped together, as for the balls). Returns labels, F,
+    sweeps, the sweeps of every restart and the IB phase's wall seconds."""
     Ps = [conditional_distributions(X) for X in views]
     n = len(Ps[0])
     t0 = perf_counter()
-    T, F, sweeps = ib_restarts(np.full(n, 1.0 / n), Ps, K, np.concatenate(Ps, axis=1), seed, restarts, beta_inv,
-                               0.0, None, max_sweeps)
-    return dict(labels=T, F=F, sweeps=sweeps, t_ib=perf_counter() - t0)
+    run = ib_restarts_many([(np.full(n, 1.0 / n), Ps, np.concatenate(Ps, axis=1), None, seed)], K, restarts,
+                           beta_inv, 0.0, max_sweeps)[0]
+    return dict(labels=run["T"], F=run["F"], sweeps=int(run["sweeps"].sum()), restart_sweeps=run["sweeps"],
+                t_ib=perf_counter() - t0)
 
 
 def standardised_concat(views) -> np.ndarray:
@@ -33,7 +35,8 @@ def standardised_concat(views) -> np.ndarray:
 
 def kmeans_concat(views, K, seed, n_init=10) -> np.ndarray:
     """K-means (``n_init`` restarts, random_state seed) on the concatenated standardised views."""
-    return KMeans(K, n_init=n_init, random_state=seed).fit_predict(standardised_concat(views))
+    with one_openmp_thread():
+        return KMeans(K, n_init=n_init, random_state=seed).fit_predict(standardised_concat(views))
 
 
 def spectral_concat(views, K, seed, n_neighbors=10) -> np.ndarray:
@@ -41,4 +44,5 @@ def spectral_concat(views, K, seed, n_neighbors=10) -> np.ndarray:
     standardised views (scikit-learn's SpectralClustering, random_state seed)."""
     model = SpectralClustering(K, affinity="nearest_neighbors", n_neighbors=n_neighbors, random_state=seed,
                                assign_labels="kmeans")
-    return model.fit_predict(standardised_concat(views))
+    with one_openmp_thread():
+        return model.fit_predict(standardised_concat(views))

@@ -8,7 +8,7 @@ from scipy.optimize import linear_sum_assignment
 from sklearn.datasets import load_digits
 from sklearn.metrics import normalized_mutual_info_score
 
-__all__ = ["digits_views", "projection_profiles", "orientation_histogram", "accuracy", "nmi", "majority_purity"]
+__all__ = ["digits_views", "corrupt_views", "projection_profiles", "orientation_histogram", "accuracy", "nmi", "majority_purity"]
 
 
 def projection_profiles(images: np.ndarray) -> np.ndarray:
@@ -45,6 +45,27 @@ def digits_views(n: int | None = None, seed: int = 0) -> tuple[list[np.ndarray],
         images, y = images[idx], y[idx]
     views = [images.reshape(len(y), -1), projection_profiles(images), orientation_histogram(images)]
     return [v.astype(float) for v in views], y.astype(int)
+
+
+def corrupt_views(views: list[np.ndarray], seed: int, frac: float = 0.2, mix: float = 0.5
+                  ) -> tuple[list[np.ndarray], np.ndarray]:
+    """The noisy-modality stress test of our plan: a share ``frac`` of the samples (drawn with
+    ``default_rng(seed)``) each get one view, drawn at random, replaced by a ``mix`` : 1 - ``mix``
+    blend of a uniform-noise profile and its own profile, at the row's own total, so that its
+    p(y_v|x) becomes (1 - mix) p(y_v|x) + mix q with q a uniform-noise row normalised to 1.
+    Returns (the corrupted views, the (n,) index of the corrupted view per sample, -1 for clean)."""
+    rng = np.random.default_rng(seed)
+    n = len(views[0])
+    which = np.full(n, -1)
+    hit = rng.choice(n, size=int(round(frac * n)), replace=False)
+    which[hit] = rng.integers(0, len(views), size=len(hit))
+    out = [np.array(X, dtype=float) for X in views]
+    for v, X in enumerate(out):
+        rows = np.flatnonzero(which == v)
+        total = X[rows].sum(axis=1, keepdims=True)
+        noise = rng.random((len(rows), X.shape[1]))
+        X[rows] = (1 - mix) * X[rows] + mix * total * noise / noise.sum(axis=1, keepdims=True)
+    return out, which
 
 
 def accuracy(y_true: np.ndarray, y_pred: np.ndarray) -> float:
