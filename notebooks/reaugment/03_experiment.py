@@ -72,7 +72,7 @@
 # | `h1_vs_no_augmentation` | 1.01 [1.01, 1.01] | <= 0.98 | fails | 1.0 | fails | not reproduced |
 # | `h2_vs_generator_without_rl` | 1 [0.996, 1.01] | <= 0.98 | fails | 1.0 | undecided (~32 seeds) | not reproduced |
 #
-# Preconditions: `p1_forecaster_learns` (competence) holds; `p2_generator_reconstructs` (convergence) holds; `p3_real_data_headroom` (headroom) holds; `p4_forecaster_overfits` (headroom) holds. Headline and mechanism claims: 1 hold, 4 fail, 1 undecided, 0 inconclusive. Compute: the experiment took 271 s on 2 CPU cores for 10 seeds (theory 3 s, implementation 5 s). The scoreboard lists every claim.
+# Preconditions: `p1_forecaster_learns` (competence) holds; `p2_generator_reconstructs` (convergence) holds; `p3_real_data_headroom` (headroom) holds; `p4_forecaster_overfits` (headroom) holds. Headline and mechanism claims: 1 hold, 4 fail, 1 undecided, 0 inconclusive. Compute: the experiment took 490 s on 2 CPU cores for 10 seeds (theory 11 s, implementation 13 s). The scoreboard lists every claim.
 # <!-- end of verdict box -->
 
 # %%
@@ -126,6 +126,7 @@ labels = {"none": "no augmentation", "real": "60 more real windows", "jitter": "
           "reaugment": "ReAugment", "random_anchors": "random anchors", "reward_v1": "v1 reward (lower variance)"}
 colors = {"none": "0.45", "real": "k", "jitter": "C2", "vmae": "C1", "reaugment": "C0", "random_anchors": "C4",
           "reward_v1": "C3"}
+series_colors = {"elnino": "C0", "co2": "C1", "sunspots": "C2"}
 cfg
 
 # %% [markdown]
@@ -158,16 +159,14 @@ reference.groupby("dataset")[["weight_decay", "lookback_mean", "seasonal_naive",
 fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
 first = windows[windows.seed == cfg.seeds[0]]
 for name, group in first.groupby("dataset", sort=False):
-    axes[0].hist(np.log10(group.zoo_variance), bins=20, alpha=0.5, label=name)
-    axes[0].axvline(np.log10(group[group.anchor].zoo_variance.min()), lw=0.8, ls="--",
-                    color=axes[0].patches[-1].get_facecolor()[:3])
+    axes[0].hist(np.log10(group.zoo_variance), bins=20, alpha=0.5, label=name, color=series_colors[name])
+    axes[0].axvline(np.log10(group[group.anchor].zoo_variance.min()), lw=0.8, ls="--", color=series_colors[name])
 axes[0].set(xlabel="log10 zoo variance", ylabel="windows")
 axes[0].legend(fontsize="small")
 for anchor, marker in [(False, "o"), (True, "^")]:
     here = first[first.anchor == anchor]
     axes[1].scatter(here.in_fold, here.out_of_fold, s=14, marker=marker, alpha=0.7,
-                    c=[f"C{experiment.CLAIM_DATASETS.index(d) if d in experiment.CLAIM_DATASETS else 2}"
-                       for d in here.dataset], label="anchors" if anchor else "other windows")
+                    c=[series_colors[d] for d in here.dataset], label="anchors" if anchor else "other windows")
 lims = [first[["in_fold", "out_of_fold"]].min().min(), first[["in_fold", "out_of_fold"]].max().max()]
 axes[1].plot(lims, lims, "k--", lw=0.8)
 axes[1].set(xscale="log", yscale="log", xlabel="in-fold error", ylabel="out-of-fold error")
@@ -177,8 +176,8 @@ plt.show()
 # %% [markdown]
 # *Figure 1. Stage 0 on the first seed. Left: the zoo variance of the 60 training windows per series
 # (log scale), the dashed lines the cut above which windows are anchors. Right: each window's
-# out-of-fold error against its mean in-fold error (colours: El Nino blue, co2 orange, sunspots green;
-# triangles: anchors). Windows far above the diagonal are fitted when seen and missed when held
+# out-of-fold error against its mean in-fold error (colours in both panels: El Nino blue, co2 orange,
+# sunspots green; triangles: anchors). Windows far above the diagonal are fitted when seen and missed when held
 # out.*
 
 # %%
@@ -203,7 +202,7 @@ fig, axes = plt.subplots(1, 3, figsize=(14, 3.6))
 for (name, method), group in rl.groupby(["dataset", "method"], sort=False):
     curve = group.groupby("iteration")[["reward", "variance", "distance"]].mean()
     style = {"reaugment": "-", "random_anchors": ":", "reward_v1": "--"}[method]
-    color = f"C{list(cfg.datasets).index(name)}"
+    color = series_colors[name]
     for ax, column in zip(axes, ["reward", "variance", "distance"]):
         ax.plot(curve.index, curve[column], style, color=color, lw=1,
                 label=f"{name}, {labels[method]}" if column == "reward" else None)
@@ -215,7 +214,7 @@ fig.subplots_adjust(wspace=0.35)
 plt.show()
 
 # %% [markdown]
-# *Figure 2. Stage B per series (colours) on the variance anchors (solid), on random anchors
+# *Figure 2. Stage B per series (colours as in Figure 1) on the variance anchors (solid), on random anchors
 # (dotted) and with the first version's reward sign (dashed), mean over seeds: the batch-mean reward,
 # the zoo variance of the sampled windows and their mean squared distance to the anchors.*
 
@@ -418,7 +417,7 @@ ledger.report()
 # | scope | 15 claims declared in `chapter.yml` before the run: 4 precondition, 4 mechanism, 2 headline, 5 measurement |
 # | results | headline **not reproduced** (size: fails, fails; direction: fails, undecided); headline and mechanism claims: 1 hold, 4 fail, 1 undecided, 0 inconclusive |
 # | seeds | committed run: 1000, 1001, 1002, 1003, 1004, 1005, 1006, 1007, 1008, 1009 (confirmatory seeds); declared confirmatory seeds: 1000, 1001, 1002, 1003, 1004, 1005, 1006, 1007, 1008, 1009; smoke profile: 0 |
-# | compute | book profile: 278 s on 2 CPU cores for the three notebooks (01_theory 3 s, 02_implementation 5 s, 03_experiment 271 s); smoke: under 15 s a notebook; paper: unbounded, nearer the paper's scale |
+# | compute | book profile: 514 s on 2 CPU cores for the three notebooks (01_theory 11 s, 02_implementation 13 s, 03_experiment 490 s); smoke: under 15 s a notebook; paper: unbounded, nearer the paper's scale |
 # <!-- end of reproducibility summary -->
 #
 # **What we built and scaled down.** We rebuilt ReAugment's four stages (a K-fold model zoo and its
