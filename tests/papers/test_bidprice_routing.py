@@ -330,24 +330,64 @@ def test_knapsack_offline_lp_tiny():
 # ---- chapter helpers ------------------------------------------------------------------------
 
 
-def test_smoke_experiment_and_claim_ids():
-    import types
+def _chapter_ids():
     from pathlib import Path
 
     import yaml
 
+    chapter = Path(__file__).resolve().parents[2] / "notebooks/bidprice_routing/chapter.yml"
+    return {c["id"] for c in yaml.safe_load(chapter.read_text())["claims"]}
+
+
+def test_smoke_experiment_and_claim_ids():
+    import types
+
     cfg = types.SimpleNamespace(**experiment.EXPERIMENT_PROFILES["smoke"])
     rows, traces = experiment.run_experiment(cfg)
     assert len(rows) == len(cfg.seeds) * len(experiment.VARIANTS)
-    assert set(traces) == {v[0] for v in experiment.VARIANTS}
+    assert [r["variant"] for r in rows] == [v[0] for v in experiment.VARIANTS]
+    assert set(traces) == set(experiment.TRACED)
     assert all(set(experiment.REPORTED_METRICS) <= set(r) for r in rows)
-    values = experiment.claim_values(rows)
-    chapter = Path(__file__).resolve().parents[2] / "notebooks/bidprice_routing/chapter.yml"
-    ids = {c["id"] for c in yaml.safe_load(chapter.read_text())["claims"]}
-    assert set(values[cfg.seeds[0]]) == ids
+    values = experiment.claim_values(rows, cfg.arrival_steps)
+    assert set(values[cfg.seeds[0]]) == _chapter_ids()
     assert all(isinstance(v, float) for v in values[cfg.seeds[0]].values())
-    assert np.isfinite(values[cfg.seeds[0]]["c1a_mean_e2e"])
+    assert np.isfinite(values[cfg.seeds[0]]["c1a_near"])
     assert values[cfg.seeds[0]]["c2b_preemptions"] == 0.0
+    by = {r["variant"]: r for r in rows}
+    # the unbounded cluster starts every request on arrival: E2E = decode length, TTFT 0, no preemption
+    assert by["unbounded near"]["mean_ttft"] == 0 and by["unbounded near"]["preemptions"] == 0
+    assert by["unbounded near"]["ttft_le_20"] == 1.0
+    for load in experiment.LOADS:
+        others = [r["mean_e2e"] for v, r in by.items() if v.endswith(f" {load}") and not v.startswith("unb")]
+        assert len(others) >= 7 and by[f"unbounded {load}"]["mean_e2e"] <= min(others)
+
+
+def test_parallel_experiment_gives_the_same_rows_as_one_process():
+    import types
+
+    base = dict(experiment.EXPERIMENT_PROFILES["smoke"], seeds=[3, 4], arrival_steps=60, capacity_steps=60)
+    one, _ = experiment.run_experiment(types.SimpleNamespace(**{**base, "workers": 1}))
+    two, _ = experiment.run_experiment(types.SimpleNamespace(**{**base, "workers": 2}))
+    drop = ("wall_s", "ms_per_epoch")
+    strip = [[{k: v for k, v in r.items() if k not in drop} for r in rows] for rows in (one, two)]
+    assert [r["seed"] for r in one] == [3] * len(experiment.VARIANTS) + [4] * len(experiment.VARIANTS)
+    assert str(strip[0]) == str(strip[1])  # NaN-safe equality of every value
+
+
+def test_unbounded_cluster_runs_every_request_on_arrival():
+    w = small_workload(arrival_steps=200, rate=0.9)
+    r = task.run_policy("round_robin", w, 0, G=2, drain=800, **experiment.UNBOUNDED)
+    assert np.all(r.first_token == r.arrival) and np.all(r.completion - r.arrival + 1 == w.o)
+    assert not r.preemptions
+
+
+def test_column_price_by_hand():
+    r = task.run_policy("olp", small_workload(arrival_steps=120, rate=0.5), 0, G=2, drain=600)
+    n = r.arrival_steps
+    want = 100 * (r.price_B[:n].mean() + r.price_M[:n].mean() * (80 + 50.5) / task.KV_CAPACITY)
+    assert experiment.column_price(r) == pytest.approx(want, rel=1e-12)
+    assert experiment.column_price(r) > 0
+    assert np.isnan(experiment.column_price(task.run_policy("lor", small_workload(), 0, G=2)))
 
 
 def test_exercise_graders_accept_reference_and_reject_wrong(capsys):
@@ -361,111 +401,73 @@ def test_exercise_graders_accept_reference_and_reject_wrong(capsys):
 
 
 def _claim_rows():
-    """Hand-made rows of :func:`experiment.run_experiment`, two seeds with different numbers. The
-    best heuristic differs per metric (mean E2E, P99 E2E, mean TTFT), the central ablations beat
-    every heuristic (so they must not count as one), the throughput and shift claims must use Round
-    Robin (not the best heuristic, nor a constant-rate run for the shift), and the OLP variants that
-    a claim does not use carry numbers that would change its value if they were swapped in."""
-    keys = ("mean_e2e", "p99_e2e", "mean_ttft", "p99_ttft", "ttft_le_20", "preemptions", "ms_per_epoch",
-            "throughput", "ttft_term_spread")
-    nan = float("nan")
-    table = {
-        0: {
-            "round_robin": (200, 900, 30, 90, 0.40, 50, nan, 50.0, nan),
-            "random": (180, 950, 20, 95, 0.45, 60, nan, 52.0, nan),
-            "lor": (150, 820, 25, 85, 0.50, 40, nan, 53.0, nan),
-            "p2c": (160, 800, 40, 99, 0.42, 45, nan, 54.0, nan),
-            "central_fcfs": (100, 700, 5, 30, 0.90, 0, 0.2, 60.0, nan),
-            "central_sjf": (125, 710, 6, 35, 0.85, 0, 0.3, 61.0, nan),
-            "olp beta": (120, 840, 8, 50, 0.70, 0, 1.5, 55.0, 0.0),
-            "olp alpha": (160, 880, 12, 45, 0.60, 0, 1.4, 56.0, 0.25),
-            "olp gamma": (130, 860, 9, 40, 0.72, 0, 1.6, 57.0, 0.0),
-            "olp beta + tail": (140, 870, 7, 42, 0.76, 0, 1.7, 58.0, 0.0),
-            "olp beta noisy": (135, 990, 10, 60, 0.65, 7, 1.8, 51.0, 0.0),
-            "round_robin shift": (400, 1500, 80, 200, 0.20, 90, nan, 70.0, nan),
-            "random shift": (380, 1400, 70, 210, 0.22, 95, nan, 60.0, nan),
-            "lor shift": (300, 1300, 60, 190, 0.25, 85, nan, 71.0, nan),
-            "p2c shift": (320, 1350, 65, 195, 0.24, 88, nan, 72.0, nan),
-            "olp beta shift": (220, 1600, 30, 150, 0.40, 12, 2.0, 73.5, 0.0),
-        },
-        1: {
-            "round_robin": (300, 1000, 50, 150, 0.30, 80, nan, 40.0, nan),
-            "random": (240, 1200, 45, 140, 0.35, 90, nan, 41.0, nan),
-            "lor": (260, 1100, 36, 130, 0.38, 70, nan, 42.0, nan),
-            "p2c": (250, 1050, 60, 160, 0.33, 75, nan, 43.0, nan),
-            "central_fcfs": (150, 800, 10, 50, 0.80, 0, 0.2, 44.0, nan),
-            "central_sjf": (200, 900, 12, 60, 0.75, 0, 0.3, 45.0, nan),
-            "olp beta": (216, 1100, 27, 80, 0.50, 3, 2.25, 46.0, 0.0),
-            "olp alpha": (270, 1150, 30, 90, 0.40, 0, 2.0, 47.0, 0.0),
-            "olp gamma": (230, 1120, 28, 100, 0.52, 0, 2.1, 48.0, 0.5),
-            "olp beta + tail": (220, 1130, 26, 70, 0.45, 0, 2.2, 49.0, 0.0),
-            "olp beta noisy": (264, 1300, 33, 120, 0.44, 9, 2.4, 39.0, 0.0),
-            "round_robin shift": (500, 1800, 90, 250, 0.15, 99, nan, 64.0, nan),
-            "random shift": (450, 1700, 85, 240, 0.16, 98, nan, 66.0, nan),
-            "lor shift": (420, 1650, 80, 230, 0.17, 97, nan, 67.0, nan),
-            "p2c shift": (430, 1680, 82, 235, 0.18, 96, nan, 68.0, nan),
-            "olp beta shift": (450, 1900, 70, 260, 0.14, 20, 2.6, 62.0, 0.0),
-        },
-    }
+    """Hand-made rows of :func:`experiment.run_experiment` for two seeds: every (seed, variant) gets its
+    own numbers, so a claim that read a wrong variant, load or metric would get a different value."""
+    keys = ("mean_e2e", "p99_e2e", "mean_ttft", "ttft_le_20", "throughput", "preemptions",
+            "ms_per_epoch", "column_price", "completions_per_step")
+    rng = np.random.default_rng(7)
     policy = {v[0]: v[1] for v in experiment.VARIANTS}
-    return [
-        dict(seed=seed, variant=variant, policy=policy[variant], **dict(zip(keys, values)))
-        for seed, variants in table.items()
-        for variant, values in variants.items()
-    ]
+    rows = []
+    for seed in (0, 1):
+        for variant in policy:
+            vals = dict(zip(keys, rng.uniform(1.0, 100.0, len(keys)).tolist()))
+            vals["ttft_le_20"] /= 100.0
+            rows.append(dict(seed=seed, variant=variant, policy=policy[variant], **vals))
+    return rows
+
+
+def _want(rows, seed):
+    """The claim values of one seed, written out claim by claim."""
+    m = {r["variant"]: r for r in rows if r["seed"] == seed}
+
+    def best(key, load):
+        return min(m[f"round_robin {load}"][key], m[f"random {load}"][key], m[f"lor {load}"][key],
+                   m[f"p2c {load}"][key])
+
+    want = {}
+    for load in ("below", "near", "above"):
+        want[f"p1_room_{load}"] = m[f"unbounded {load}"]["mean_e2e"] / best("mean_e2e", load)
+        want[f"p9_prices_engaged_{load}"] = m[f"olp beta {load}"]["column_price"]
+        want[f"c1a_{load}"] = m[f"olp beta {load}"]["mean_e2e"] / best("mean_e2e", load)
+        want[f"c5_{load}"] = m[f"olp beta {load}"]["mean_e2e"] / m[f"central_sjf {load}"]["mean_e2e"]
+    rr, rr_shift = m["round_robin near"], m["round_robin shift"]
+    want.update({
+        "p2_room_p99": m["unbounded near"]["p99_e2e"] / best("p99_e2e", "near"),
+        "p4_room_throughput": m["unbounded near"]["throughput"] / rr["throughput"],
+        "p5_room_shift_e2e": m["unbounded shift"]["mean_e2e"] / rr_shift["mean_e2e"],
+        "p6_room_shift_throughput": m["unbounded shift"]["throughput"] / rr_shift["throughput"],
+        "p7_room_tail": m["unbounded near"]["ttft_le_20"] - m["olp beta near"]["ttft_le_20"],
+        "p8_room_tail_control": m["unbounded near"]["ttft_le_20"] - m["olp beta 2T near"]["ttft_le_20"],
+        "c1b_p99_e2e": m["olp beta near"]["p99_e2e"] / best("p99_e2e", "near"),
+        "c4b_noisy_e2e": m["olp beta noisy near"]["mean_e2e"] / best("mean_e2e", "near"),
+        "c6_throughput": m["olp beta noisy near"]["throughput"] / rr["throughput"],
+        "c7a_shift_mean_e2e": m["olp beta shift"]["mean_e2e"] / rr_shift["mean_e2e"],
+        "c7b_shift_throughput": m["olp beta shift"]["throughput"] / rr_shift["throughput"],
+        "c2a_mean_ttft": m["olp beta near"]["mean_ttft"] / best("mean_ttft", "near"),
+        "c3a_steer_e2e": m["olp beta near"]["mean_e2e"] / m["olp alpha near"]["mean_e2e"],
+        "c4a_tail_weight": m["olp beta + tail near"]["ttft_le_20"] - m["olp beta near"]["ttft_le_20"],
+        "c4c_tail_weight_uncapped": m["olp beta + tail 2T near"]["ttft_le_20"]
+        - m["olp beta 2T near"]["ttft_le_20"],
+        "c2b_preemptions": m["olp beta below"]["preemptions"] + m["olp beta near"]["preemptions"]
+        + m["olp beta above"]["preemptions"],
+        "m0_capacity": m["central_fcfs capacity"]["completions_per_step"],
+        "m6_window": 4000 / rr["mean_e2e"],
+        "m1_decision_ms": m["olp beta near"]["ms_per_epoch"],
+    })
+    return want
 
 
 def test_claim_values_hand_computed():
-    from pathlib import Path
-
     import pandas as pd
-    import yaml
 
     rows = _claim_rows()
-    assert {r["variant"] for r in rows} == {v[0] for v in experiment.VARIANTS}
-    want = {
-        # seed 0: best heuristic mean E2E 150 (lor), P99 E2E 800 (p2c), mean TTFT 20 (random)
-        0: {
-            "c1a_mean_e2e": 120 / 150,
-            "c1b_p99_e2e": 840 / 800,
-            "c2a_mean_ttft": 8 / 20,
-            "c2b_preemptions": 0.0,
-            "c3a_steer_e2e": 120 / 160,
-            "c3b_ttft_term_shared": 0.0,
-            "m3b_gamma_p99_ttft": 40 / 50,
-            "c4a_tail_weight": 0.76 - 0.70,
-            "c4b_noisy_e2e": 135 / 150,
-            "c5_prices_vs_sjf": 120 / 125,
-            "m1_decision_ms": 1.5,
-            "c6_throughput": 51 / 50,
-            "c7a_shift_mean_e2e": 220 / 400,
-            "c7b_shift_throughput": 73.5 / 70,
-        },
-        # seed 1: best heuristic mean E2E 240 (random), P99 E2E 1000 (round robin), mean TTFT 36 (lor)
-        1: {
-            "c1a_mean_e2e": 216 / 240,
-            "c1b_p99_e2e": 1100 / 1000,
-            "c2a_mean_ttft": 27 / 36,
-            "c2b_preemptions": 3.0,
-            "c3a_steer_e2e": 216 / 270,
-            "c3b_ttft_term_shared": 0.5,
-            "m3b_gamma_p99_ttft": 100 / 80,
-            "c4a_tail_weight": 0.45 - 0.50,
-            "c4b_noisy_e2e": 264 / 240,
-            "c5_prices_vs_sjf": 216 / 200,
-            "m1_decision_ms": 2.25,
-            "c6_throughput": 39 / 40,
-            "c7a_shift_mean_e2e": 450 / 500,
-            "c7b_shift_throughput": 62 / 64,
-        },
-    }
-    chapter = Path(__file__).resolve().parents[2] / "notebooks/bidprice_routing/chapter.yml"
-    ids = {c["id"] for c in yaml.safe_load(chapter.read_text())["claims"]}
-    for got in (experiment.claim_values(rows), experiment.claim_values(pd.DataFrame(rows))):
-        assert set(got) == {0, 1}
-        for seed in (0, 1):
-            assert set(got[seed]) == ids
-            for claim, value in want[seed].items():
+    # the best heuristic differs between metrics and loads, so a wrong key or load changes a value
+    for seed in (0, 1):
+        want = _want(rows, seed)
+        assert set(want) == _chapter_ids()
+        for got in (experiment.claim_values(rows, 4000), experiment.claim_values(pd.DataFrame(rows), 4000)):
+            assert set(got) == {0, 1}
+            for claim, value in want.items():
                 assert got[seed][claim] == pytest.approx(value, rel=1e-12, abs=1e-12), (seed, claim)
 
 
@@ -473,13 +475,13 @@ def test_claim_ratio_zero_denominator():
     # a heuristic with zero mean TTFT (light load): inf for a / 0, NaN for 0 / 0
     rows = [r for r in _claim_rows() if r["seed"] == 0]
     for r in rows:
-        if r["variant"] == "lor":
+        if r["variant"] == "lor near":
             r["mean_ttft"] = 0.0
-    assert experiment.claim_values(rows)[0]["c2a_mean_ttft"] == float("inf")
+    assert experiment.claim_values(rows, 4000)[0]["c2a_mean_ttft"] == float("inf")
     for r in rows:
-        if r["variant"] == "olp beta":
+        if r["variant"] == "olp beta near":
             r["mean_ttft"] = 0.0
-    assert np.isnan(experiment.claim_values(rows)[0]["c2a_mean_ttft"])
+    assert np.isnan(experiment.claim_values(rows, 4000)[0]["c2a_mean_ttft"])
 
 
 # ---- update steps: the dual (price) descent, its second step, the epoch's composite margin ----------
@@ -644,3 +646,30 @@ def test_olp_epoch_halves_prices_without_candidates_and_warm_starts_the_next():
         assert sim.buffer == [2] and sim.hist.n == 3
         assert np.allclose(sim.p_B, p_B, rtol=0, atol=1e-14) and np.allclose(sim.p_M, p_M, rtol=0, atol=1e-14)
         assert p_B.max() > 0
+
+
+def test_dual_update_on_the_history_span_equals_the_whole_horizon():
+    """The epoch updates prices on [0, hist.end) only: with zero prices past the last column end, the
+    whole-horizon update leaves them zero and gives the same prices before it."""
+    rng = np.random.default_rng(3)
+    h = method.History()
+    h.add(rng.integers(0, 3, 40), rng.integers(0, 30, 40), rng.integers(1, 20, 40), rng.integers(0, 50, 40),
+          rng.uniform(0, 1, 40))
+    G, T, span = 3, 80, h.end
+    assert span < T
+    p_B, p_M = np.zeros((G, T)), np.zeros((G, T))
+    p_B[:, :span], p_M[:, :span] = rng.uniform(0, 0.02, (G, span)), rng.uniform(0, 0.001, (G, span))
+    d_B, d_M = rng.uniform(0, 0.01, (G, T)), rng.uniform(0, 0.01, (G, T))
+    full = method.dual_update(p_B, p_M, h, d_B, d_M, 0.01, np.random.default_rng(5), K=4, eta=0.05, batch=16)
+    part = method.dual_update(p_B[:, :span], p_M[:, :span], h, d_B[:, :span], d_M[:, :span], 0.01,
+                              np.random.default_rng(5), K=4, eta=0.05, batch=16)
+    assert np.all(full[0][:, span:] == 0) and np.all(full[1][:, span:] == 0)
+    assert np.array_equal(full[0][:, :span], part[0]) and np.array_equal(full[1][:, :span], part[1])
+
+
+def test_olp_run_keeps_prices_zero_past_the_history_span():
+    sim = task.ClusterSim(small_workload(arrival_steps=200, rate=0.55), "olp", np.random.default_rng(0), G=2,
+                          drain=400)
+    sim.run()
+    assert sim.hist.end < sim.T and sim.p_B[:, : sim.hist.end].max() > 0
+    assert np.all(sim.p_B[:, sim.hist.end :] == 0) and np.all(sim.p_M[:, sim.hist.end :] == 0)

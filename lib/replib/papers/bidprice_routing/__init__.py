@@ -23,8 +23,11 @@ Modules:
   window as the official code's window experiments count it).
 * ``theory.py``: theory illustration: single-resource online knapsack (offline LP, bid price with
   the offline dual, one-pass projected-SGD dual, first-come greedy).
-* ``experiment.py``: experiment profiles, :func:`run_experiment` (every variant on every seed),
-  :func:`tail_weight_sweep`, :func:`claim_values` (the metrics of ``chapter.yml``).
+* ``experiment.py``: experiment profiles (three loads around the measured capacity, a rate
+  shift, an overload for the capacity measurement), the variants (heuristics, price-free central
+  routers, an unbounded cluster as the ceiling of every latency and throughput claim, the router's
+  weight settings), :func:`run_experiment` (every variant on every seed, seeds spread over
+  processes), :func:`column_price` and :func:`claim_values` (the metrics of ``chapter.yml``).
 * ``exercises.py``: the exercise graders.
 
 All numpy only.
@@ -43,7 +46,10 @@ Fidelity notes (where the paper and the official code leave room, the reading cl
   that the buffer cannot stall, which the event-driven code never needs). ``trigger="events"`` is
   the sparser reading "arrivals and request completions" (with the same idle guard).
 * Reward normaliser: ``R_bar = T`` (our choice; the code default 1 makes almost every reward
-  cap at 1).
+  cap at 1); the tail weight's positive control uses ``R_bar = 2T``.
+* Speed, not a change of method: the dual update gathers each minibatch's column entries once per
+  step, and the epoch updates the prices only up to the end of the last recorded column (past it
+  they are zero and stay zero, so the prices equal a whole-horizon update; a test checks it).
 * Predictions: columns are scored and reserved with the predicted length ``o_hat`` (the paper);
   the code uses the true length. When ``o_hat != o`` the unused part of a reservation is released
   at completion and an overrunning request's reservation is extended step by step (our

@@ -1,53 +1,86 @@
-"""OLP-Router, the experiment: profiles, variants, the experiment loop, the tail-weight sweep
-and the claim values of ``chapter.yml``."""
+"""OLP-Router, the experiment: profiles, variants, the experiment loop (seeds and variants on one or
+two processes) and the claim values of ``chapter.yml``."""
 
 from __future__ import annotations
 
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+
 import numpy as np
 
-from .task import DISPATCH_POLICIES, Workload, generate_workload, horizon, metrics, run_policy
+from .task import (
+    DISPATCH_POLICIES,
+    KV_CAPACITY,
+    Workload,
+    generate_workload,
+    horizon,
+    metrics,
+    run_policy,
+)
 
 __all__ = [
     "EXPERIMENT_PROFILES",
+    "EXPERIMENT_BOUNDS",
+    "LOADS",
     "VARIANTS",
     "REPORTED_METRICS",
     "run_experiment",
+    "experiment_workloads",
+    "column_price",
     "claim_values",
 ]
 
-# rate_shift: the arrival rate of the second half of the arrival steps, as a multiple of the first
-# half's (the paper's shift 0.4 -> 0.6); shifted runs use the noisy predictions
-_COMMON = dict(noise=0.2, drain=1500, rate_shift=1.5)
+CONFIRMATORY = [1000, 1001, 1002, 1003, 1004, 1005, 1006, 1007, 1008, 1009]
+# Loads in requests per step for G = 4 workers: below, near and above the measured capacity (about
+# 0.46-0.48, measurement m0_capacity). The rate shift multiplies the "below" rate by rate_shift (1.5,
+# the paper's 0.4 -> 0.6) in the second half of the window: from below capacity to near it.
+# capacity_rate: the overload at which the capacity is measured (central FCFS, completions per step
+# over the last two thirds of capacity_steps).
+_COMMON = dict(noise=0.2, rate_shift=1.5)
 EXPERIMENT_PROFILES = {
-    # G = 2 halves the capacity, so the smoke rate is halved to keep the load of the book setting
-    "smoke": dict(seeds=[0], rate=0.275, arrival_steps=100, n_workers=2, **_COMMON),
-    "book": dict(seeds=[0, 1, 2], rate=0.55, arrival_steps=800, n_workers=4, **_COMMON),
-    "paper": dict(seeds=[0, 1, 2, 3, 4], rate=0.55, arrival_steps=2000, n_workers=4, **_COMMON),
+    # G = 2 halves the capacity, so the smoke rates are halved to keep the loads of the book setting
+    "smoke": dict(seeds=[0], rate_below=0.14, rate_near=0.21, rate_above=0.275, arrival_steps=150,
+                  drain=800, n_workers=2, capacity_rate=0.5, capacity_steps=300, workers=1, **_COMMON),
+    "book": dict(seeds=CONFIRMATORY, rate_below=0.28, rate_near=0.42, rate_above=0.55, arrival_steps=4000,
+                 drain=3000, n_workers=4, capacity_rate=1.0, capacity_steps=3000, workers=2, **_COMMON),
+    "paper": dict(seeds=CONFIRMATORY, rate_below=0.28, rate_near=0.42, rate_above=0.55, arrival_steps=8000,
+                  drain=5000, n_workers=4, capacity_rate=1.0, capacity_steps=6000, workers=2, **_COMMON),
 }
 
 # What a re-runner may set (replib run refuses anything else before a notebook starts)
-EXPERIMENT_BOUNDS = dict(rate=(0.01, None), arrival_steps=(1, None), n_workers=(1, None), noise=(0.0, None),
-                         drain=(0, None), rate_shift=(0.0, None))
+EXPERIMENT_BOUNDS = dict(rate_below=(0.01, None), rate_near=(0.01, None), rate_above=(0.01, None),
+                         arrival_steps=(2, None), n_workers=(1, None), noise=(0.0, None), drain=(0, None),
+                         rate_shift=(0.0, None), capacity_rate=(0.01, None), capacity_steps=(3, None),
+                         workers=(1, None))
 
-# (variant name, policy, workload, OLP keywords); w_gp = "T" means the horizon T. Workloads:
-# "exact" and "noisy" predictions at a constant rate, "shift" the rate shift (noisy predictions).
-VARIANTS = (
-    ("round_robin", "round_robin", "exact", {}),
-    ("random", "random", "exact", {}),
-    ("lor", "lor", "exact", {}),
-    ("p2c", "p2c", "exact", {}),
-    ("central_fcfs", "central_fcfs", "exact", {}),
-    ("central_sjf", "central_sjf", "exact", {}),
-    ("olp beta", "olp", "exact", {"beta": 1.0}),
-    ("olp alpha", "olp", "exact", {"alpha": 1.0}),
-    ("olp gamma", "olp", "exact", {"gamma": 1.0}),
-    ("olp beta + tail", "olp", "exact", {"beta": 1.0, "w_gp": "T"}),
-    ("olp beta noisy", "olp", "noisy", {"beta": 1.0}),
-    ("round_robin shift", "round_robin", "shift", {}),
-    ("random shift", "random", "shift", {}),
-    ("lor shift", "lor", "shift", {}),
-    ("p2c shift", "p2c", "shift", {}),
-    ("olp beta shift", "olp", "shift", {"beta": 1.0}),
+LOADS = ("below", "near", "above")
+UNBOUNDED = dict(B=10**6, M=10**12)  # unlimited batch slots and KV: every request starts on arrival
+
+# (variant name, policy, workload, keywords). Workloads: "below", "near", "above" (exact
+# predictions at the three rates), "near noisy" (the near requests with noisy predictions), "shift"
+# (the rate shift, noisy predictions), "capacity" (the overload of m0_capacity). Keywords: OLP
+# weights (w_gp = "T" means the horizon T, R_bar = "2T" twice it) or cluster="unbounded".
+_HEURISTICS_AND_CONTROLS = [(p, p, {}) for p in DISPATCH_POLICIES] + [
+    ("central_fcfs", "central_fcfs", {}),
+    ("central_sjf", "central_sjf", {}),
+    ("unbounded", "round_robin", {"cluster": "unbounded"}),
+    ("olp beta", "olp", {"beta": 1.0}),
+]
+VARIANTS = tuple(
+    [(f"{name} {load}", policy, load, kw) for load in LOADS for name, policy, kw in _HEURISTICS_AND_CONTROLS]
+    + [
+        ("olp alpha near", "olp", "near", {"alpha": 1.0}),
+        ("olp beta + tail near", "olp", "near", {"beta": 1.0, "w_gp": "T"}),
+        ("olp beta 2T near", "olp", "near", {"beta": 1.0, "R_bar": "2T"}),
+        ("olp beta + tail 2T near", "olp", "near", {"beta": 1.0, "w_gp": "T", "R_bar": "2T"}),
+        ("olp beta noisy near", "olp", "near noisy", {"beta": 1.0}),
+    ]
+    + [(f"{p} shift", p, "shift", {}) for p in DISPATCH_POLICIES]
+    + [
+        ("unbounded shift", "round_robin", "shift", {"cluster": "unbounded"}),
+        ("olp beta shift", "olp", "shift", {"beta": 1.0}),
+        ("central_fcfs capacity", "central_fcfs", "capacity", {}),
+    ]
 )
 
 REPORTED_METRICS = [
@@ -57,78 +90,108 @@ REPORTED_METRICS = [
     "mean_ttft",
     "p99_ttft",
     "ttft_le_20",
-    "completed",
     "throughput",
     "preemptions",
+    "column_price",
     "ms_per_epoch",
 ]
 
-
-def run_experiment(cfg, progress=None):
-    """Every variant of :data:`VARIANTS` on every seed of ``cfg`` (a resolved profile namespace
-    with seeds, rate, arrival_steps, n_workers, noise, drain, rate_shift).
-
-    Per seed the workloads of :func:`experiment_workloads` are drawn with ``default_rng(seed)``.
-    Returns ``(rows, traces)``: ``rows`` a list of dicts (seed, variant, policy and the
-    :func:`metrics` keys; wrap it in a DataFrame to tabulate) and
-    ``traces`` the :class:`SimResult` of each variant on the first seed. ``progress`` is an optional
-    tqdm-like wrapper of an iterable.
-    """
-    jobs = [(seed, v) for seed in cfg.seeds for v in VARIANTS]
-    it = progress(jobs, total=len(jobs)) if progress is not None else jobs
-    rows, traces, loads = [], {}, {}
-    for seed, (variant, policy, workload, kw) in it:
-        if seed not in loads:
-            loads = {seed: experiment_workloads(cfg, seed)}
-        w = loads[seed][workload]
-        T = horizon(w, cfg.drain)
-        kw = {k: (float(T) if v == "T" else v) for k, v in kw.items()}
-        result = run_policy(policy, w, seed, G=cfg.n_workers, drain=cfg.drain, **kw)
-        rows.append(dict(seed=seed, variant=variant, policy=policy, **metrics(result)))
-        if seed == cfg.seeds[0]:
-            traces[variant] = result
-    return rows, traces
+# Variants whose simulation traces the notebook plots (first seed only)
+TRACED = ("lor near", "olp beta near", "round_robin shift", "lor shift", "olp beta shift")
 
 
 def experiment_workloads(cfg, seed: int) -> dict[str, Workload]:
-    """The requests of one seed: "exact" and "noisy" predictions (same arrivals and lengths) at
-    the constant rate, and "shift", the rate shift ``rate -> rate_shift * rate`` at mid-window with
-    noisy predictions (its own arrivals, from the same seed)."""
-    args = dict(rate=cfg.rate, arrival_steps=cfg.arrival_steps)
+    """The requests of one seed, each drawn with ``default_rng(seed)``: the three constant rates with
+    exact predictions, the near rate's requests with noisy predictions (same arrivals and lengths),
+    the rate shift ``rate_below -> rate_shift * rate_below`` at mid-window (noisy predictions) and
+    the overload of the capacity measurement."""
+
+    def draw(rate, **kw):
+        return generate_workload(np.random.default_rng(seed), rate=rate, **kw)
+
+    steps = dict(arrival_steps=cfg.arrival_steps)
     return {
-        "exact": generate_workload(np.random.default_rng(seed), **args),
-        "noisy": generate_workload(np.random.default_rng(seed), noise=cfg.noise, **args),
-        "shift": generate_workload(
-            np.random.default_rng(seed), noise=cfg.noise, rate_shift=cfg.rate_shift, **args
-        ),
+        "below": draw(cfg.rate_below, **steps),
+        "near": draw(cfg.rate_near, **steps),
+        "above": draw(cfg.rate_above, **steps),
+        "near noisy": draw(cfg.rate_near, noise=cfg.noise, **steps),
+        "shift": draw(cfg.rate_below, noise=cfg.noise, rate_shift=cfg.rate_shift, **steps),
+        "capacity": draw(cfg.capacity_rate, arrival_steps=cfg.capacity_steps),
     }
 
 
-def tail_weight_sweep(cfg, fractions=(0.125, 0.25, 0.5), progress=None) -> list[dict]:
-    """OLP(beta = 1) with the tail weight w_gp = fraction * T on every seed (exact predictions):
-    rows of (seed, fraction, share of requests with TTFT <= 20, mean E2E). The ends 0 and 1 are
-    the "olp beta" and "olp beta + tail" variants of :func:`run_experiment`."""
-    jobs = [(seed, f) for seed in cfg.seeds for f in fractions]
-    rows, loads = [], {}
-    for seed, fraction in progress(jobs) if progress is not None else jobs:
+def column_price(result, s: float = 80.0, L: int = 100) -> float:
+    """Price of a typical column (prompt ``s``, ``L`` steps), in units of the normalised reward,
+    averaged over the arrival steps and the workers: L (pbar^B + c_M pbar^M (s + (L + 1) / 2)), with
+    pbar the prices a column starting at the step meets, averaged over its next 100 steps (the
+    traces of :class:`SimResult`) and c_M = 1 / M. NaN for runs without prices."""
+    if result.price_B is None:
+        return float("nan")
+    n = min(int(result.arrival_steps), result.price_B.shape[0])
+    pB = result.price_B[:n].mean()
+    pM = result.price_M[:n].mean()
+    return float(L * (pB + pM * (s + (L + 1) / 2) / KV_CAPACITY))
+
+
+def _completions_per_step(result) -> float:
+    """Requests completed per step over the last two thirds of the arrival window."""
+    lo, hi = result.arrival_steps // 3, result.arrival_steps
+    done = (result.completion > lo) & (result.completion <= hi)
+    return float(done.sum() / max(1, hi - lo))
+
+
+def _run_variant(cfg, seed: int, index: int, workloads=None):
+    """One (seed, variant) run: the metrics row, and the simulation result when the notebook plots it."""
+    variant, policy, workload, kw = VARIANTS[index]
+    w = (workloads or experiment_workloads(cfg, seed))[workload]
+    T = horizon(w, cfg.drain)
+    kw = dict(kw)
+    cluster = UNBOUNDED if kw.pop("cluster", None) == "unbounded" else {}
+    kw = {k: (float(T) if v == "T" else 2.0 * T if v == "2T" else v) for k, v in kw.items()}
+    result = run_policy(policy, w, seed, G=cfg.n_workers, drain=cfg.drain, **cluster, **kw)
+    row = dict(seed=seed, variant=variant, policy=policy, workload=workload, **metrics(result),
+               column_price=column_price(result), completions_per_step=_completions_per_step(result))
+    keep = seed == cfg.seeds[0] and variant in TRACED
+    return row, (result if keep else None)
+
+
+def _run_seed_variants(cfg, jobs):
+    """Run a list of (seed, variant index) in this process, drawing each seed's workloads once."""
+    out, loads = [], {}
+    for seed, index in jobs:
         if seed not in loads:
-            loads = {seed: experiment_workloads(cfg, seed)["exact"]}
-        w = loads[seed]
-        m = metrics(
-            run_policy(
-                "olp",
-                w,
-                seed,
-                G=cfg.n_workers,
-                drain=cfg.drain,
-                beta=1.0,
-                w_gp=fraction * horizon(w, cfg.drain),
-            )
-        )
-        rows.append(
-            dict(seed=seed, fraction=fraction, ttft_le_20=m["ttft_le_20"], mean_e2e=m["mean_e2e"])
-        )
-    return rows
+            loads = {seed: experiment_workloads(cfg, seed)}
+        out.append(((seed, index), _run_variant(cfg, seed, index, loads[seed])))
+    return out
+
+
+def run_experiment(cfg, progress=None):
+    """Every variant of :data:`VARIANTS` on every seed of ``cfg`` (a resolved profile namespace).
+
+    With ``cfg.workers`` > 1 the seeds are split over that many processes (each process runs whole
+    seeds, so it draws a seed's workloads once); every run is seeded by its seed alone, so the rows
+    are the same as on one process. Returns ``(rows, traces)``: ``rows`` a list of dicts (seed,
+    variant, policy, workload and the :func:`metrics` keys, plus ``column_price`` and
+    ``completions_per_step``), in seed and variant order; ``traces`` the :class:`SimResult` of the
+    variants in :data:`TRACED` on the first seed. ``progress`` is an optional tqdm-like wrapper of an
+    iterable (of seeds).
+    """
+    seeds = list(cfg.seeds)
+    workers = max(1, min(int(getattr(cfg, "workers", 1)), len(seeds)))
+    per_seed = [[(seed, i) for i in range(len(VARIANTS))] for seed in seeds]
+    done = []
+    if workers == 1:
+        for jobs in progress(per_seed) if progress is not None else per_seed:
+            done.extend(_run_seed_variants(cfg, jobs))
+    else:
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+            futures = [pool.submit(_run_seed_variants, cfg, jobs) for jobs in per_seed]
+            for future in progress(futures) if progress is not None else futures:
+                done.extend(future.result())
+    done.sort(key=lambda item: (seeds.index(item[0][0]), item[0][1]))
+    rows = [row for _, (row, _) in done]
+    traces = {row["variant"]: result for _, (row, result) in done if result is not None}
+    return rows, traces
 
 
 def _ratio(a: float, b: float) -> float:
@@ -138,13 +201,14 @@ def _ratio(a: float, b: float) -> float:
     return float(a) / float(b)
 
 
-def claim_values(runs) -> dict:
+def claim_values(runs, arrival_steps: int) -> dict:
     """Per-seed values of the claims declared in the chapter's ``chapter.yml``.
 
-    ``runs``: the rows of :func:`run_experiment` (a list of dicts, or a DataFrame of them). The
-    heuristics are RR, Random, LOR and P2C; "best heuristic" is the minimum over them, per seed.
-    The throughput and rate-shift claims compare with Round Robin, as the paper's Tables do.
-    Returns ``{seed: {claim_id: value}}``; a ratio with a zero denominator is NaN (0 / 0) or inf.
+    ``runs``: the rows of :func:`run_experiment` (a list of dicts, or a DataFrame of them);
+    ``arrival_steps`` the window (for m6_window). The heuristics are RR, Random, LOR and P2C; "best
+    heuristic" is the minimum over them, per seed and workload. The throughput and rate-shift claims
+    compare with round robin, as the paper's tables do. Returns ``{seed: {claim_id: value}}``; a ratio
+    with a zero denominator is NaN (0 / 0) or inf.
     """
     if hasattr(runs, "to_dict"):
         runs = runs.to_dict("records")
@@ -154,31 +218,40 @@ def claim_values(runs) -> dict:
     out = {}
     for seed, m in by_seed.items():
 
-        def best(key, m=m):
-            """Best (lowest) value of a metric over the four heuristics."""
-            return min(m[h][key] for h in DISPATCH_POLICIES)
+        def best(key, load, m=m):
+            """Best (lowest) value of a metric over the four heuristics on one workload."""
+            return min(m[f"{h} {load}"][key] for h in DISPATCH_POLICIES)
 
-        olp = m["olp beta"]
-        out[seed] = {
-            "c1a_mean_e2e": _ratio(olp["mean_e2e"], best("mean_e2e")),
-            "c1b_p99_e2e": _ratio(olp["p99_e2e"], best("p99_e2e")),
-            "c2a_mean_ttft": _ratio(olp["mean_ttft"], best("mean_ttft")),
-            "c2b_preemptions": float(olp["preemptions"]),
-            "c3a_steer_e2e": _ratio(olp["mean_e2e"], m["olp alpha"]["mean_e2e"]),
-            "c3b_ttft_term_shared": m["olp gamma"]["ttft_term_spread"],
-            "m3b_gamma_p99_ttft": _ratio(m["olp gamma"]["p99_ttft"], olp["p99_ttft"]),
-            "c4a_tail_weight": m["olp beta + tail"]["ttft_le_20"] - olp["ttft_le_20"],
-            "c4b_noisy_e2e": _ratio(m["olp beta noisy"]["mean_e2e"], best("mean_e2e")),
-            "c5_prices_vs_sjf": _ratio(olp["mean_e2e"], m["central_sjf"]["mean_e2e"]),
-            "c6_throughput": _ratio(
-                m["olp beta noisy"]["throughput"], m["round_robin"]["throughput"]
-            ),
-            "c7a_shift_mean_e2e": _ratio(
-                m["olp beta shift"]["mean_e2e"], m["round_robin shift"]["mean_e2e"]
-            ),
-            "c7b_shift_throughput": _ratio(
-                m["olp beta shift"]["throughput"], m["round_robin shift"]["throughput"]
-            ),
-            "m1_decision_ms": olp["ms_per_epoch"],
-        }
+        near = m["olp beta near"]
+        v = {}
+        for load in LOADS:
+            olp = m[f"olp beta {load}"]
+            v[f"p1_room_{load}"] = _ratio(m[f"unbounded {load}"]["mean_e2e"], best("mean_e2e", load))
+            v[f"p9_prices_engaged_{load}"] = olp["column_price"]
+            v[f"c1a_{load}"] = _ratio(olp["mean_e2e"], best("mean_e2e", load))
+            v[f"c5_{load}"] = _ratio(olp["mean_e2e"], m[f"central_sjf {load}"]["mean_e2e"])
+        v.update({
+            "p2_room_p99": _ratio(m["unbounded near"]["p99_e2e"], best("p99_e2e", "near")),
+            "p4_room_throughput": _ratio(m["unbounded near"]["throughput"], m["round_robin near"]["throughput"]),
+            "p5_room_shift_e2e": _ratio(m["unbounded shift"]["mean_e2e"], m["round_robin shift"]["mean_e2e"]),
+            "p6_room_shift_throughput": _ratio(m["unbounded shift"]["throughput"],
+                                               m["round_robin shift"]["throughput"]),
+            "p7_room_tail": m["unbounded near"]["ttft_le_20"] - near["ttft_le_20"],
+            "p8_room_tail_control": m["unbounded near"]["ttft_le_20"] - m["olp beta 2T near"]["ttft_le_20"],
+            "c1b_p99_e2e": _ratio(near["p99_e2e"], best("p99_e2e", "near")),
+            "c4b_noisy_e2e": _ratio(m["olp beta noisy near"]["mean_e2e"], best("mean_e2e", "near")),
+            "c6_throughput": _ratio(m["olp beta noisy near"]["throughput"], m["round_robin near"]["throughput"]),
+            "c7a_shift_mean_e2e": _ratio(m["olp beta shift"]["mean_e2e"], m["round_robin shift"]["mean_e2e"]),
+            "c7b_shift_throughput": _ratio(m["olp beta shift"]["throughput"], m["round_robin shift"]["throughput"]),
+            "c2a_mean_ttft": _ratio(near["mean_ttft"], best("mean_ttft", "near")),
+            "c3a_steer_e2e": _ratio(near["mean_e2e"], m["olp alpha near"]["mean_e2e"]),
+            "c4a_tail_weight": m["olp beta + tail near"]["ttft_le_20"] - near["ttft_le_20"],
+            "c4c_tail_weight_uncapped": m["olp beta + tail 2T near"]["ttft_le_20"]
+            - m["olp beta 2T near"]["ttft_le_20"],
+            "c2b_preemptions": float(sum(m[f"olp beta {load}"]["preemptions"] for load in LOADS)),
+            "m0_capacity": m["central_fcfs capacity"]["completions_per_step"],
+            "m6_window": _ratio(arrival_steps, m["round_robin near"]["mean_e2e"]),
+            "m1_decision_ms": near["ms_per_epoch"],
+        })
+        out[seed] = v
     return out

@@ -144,11 +144,13 @@ class History:
     """History H of recorded columns (one per request: its best (g*, tau) when first scored).
 
     Stored as growing arrays: worker ``g``, 0-based start index ``i0 = tau - 1``, length ``L``,
-    prompt ``s`` and normalised reward ``r`` (r~ at recording time).
+    prompt ``s`` and normalised reward ``r`` (r~ at recording time). ``end`` is the largest
+    exclusive end ``i0 + L`` of a recorded column: no column touches a step index at or beyond it.
     """
 
     def __init__(self, capacity: int = 64):
         self.n = 0
+        self.end = 0
         self._a = np.zeros((5, max(1, capacity)))
 
     def add(self, g, i0, L, s, r) -> None:
@@ -162,6 +164,7 @@ class History:
             self._a = grow
         self._a[:, self.n : self.n + m] = rows
         self.n += m
+        self.end = max(self.end, int((rows[1] + rows[2]).max()))
 
     def arrays(self, idx=None):
         """(g, i0, L, s, r) for the rows ``idx`` (all rows by default)."""
@@ -169,22 +172,16 @@ class History:
         return a[0].astype(np.int64), a[1].astype(np.int64), a[2].astype(np.int64), a[3], a[4]
 
 
-def _column_load(G, T, g, i0, L, s, weight):
-    """sum_i weight_i a_i over columns, as (count, KV) arrays of shape (G, T) via difference arrays.
-
-    count[g,k] = sum_i w_i 1{k in K_i}; KV[g,k] = sum_i w_i (s_i + 1 - i0_i + k) 1{k in K_i}.
-    """
-    W = T + 1
-    start = g * W + i0
-    end = g * W + i0 + L
-    idx = np.concatenate([start, end])
-    c = weight * (s + 1 - i0)
-    both = np.empty((2, G * W))
-    both[0] = np.bincount(idx, np.concatenate([weight, -weight]), minlength=G * W)
-    both[1] = np.bincount(idx, np.concatenate([c, -c]), minlength=G * W)
-    both = np.cumsum(both.reshape(2, G, W), axis=2)[:, :, :T]
-    cnt = both[0]
-    return cnt, both[1] + cnt * np.arange(T, dtype=float)
+def _column_entries(width: int, g, i0, L, s):
+    """The entries of columns (worker g, start index i0, length L, prompt s) on a (G, width) grid:
+    flat grid indices ``g * width + i0 + theta``, their KV coefficients a^M = s + theta + 1, and the
+    column each entry belongs to, for theta = 0..L-1 (all columns concatenated)."""
+    total = int(L.sum())
+    col = np.repeat(np.arange(L.size), L)
+    first = np.cumsum(L) - L
+    theta = np.arange(total) - first[col]
+    flat = (g * width + i0)[col] + theta
+    return flat, s[col] + theta + 1.0, col
 
 
 def dual_update(
@@ -204,9 +201,11 @@ def dual_update(
     f(p) = d^T p + (1/|H|) sum_{i in H} (r~_i - a_i^T p)^+, p >= 0. Each step draws a minibatch S of
     min(batch, |H|) columns without replacement and sets
     p <- [p - eta (d - (1/|S|) sum_{i in S} 1{r~_i - a_i^T p > 0} a_i)]_+,
-    where a_i stacks the batch part (ones) and the scaled KV part c_M a^M. All minibatch columns are
-    handled at once (prefix sums for a_i^T p, difference arrays for sum a_i). Returns new (p_B, p_M);
-    with an empty history the prices are reset to zero (as in the code).
+    where a_i stacks the batch part (ones) and the scaled KV part c_M a^M. The minibatch's column
+    entries are gathered once per step (a_i^T p is a sum over the gathered prices, sum_i a_i a
+    weighted count of the entries), so a step costs O(sum of the columns' lengths) plus one pass over
+    the prices. Returns new (p_B, p_M); with an empty history the prices are reset to zero (as in
+    the code).
     """
     if history.n == 0:
         return np.zeros_like(p_B), np.zeros_like(p_M)
@@ -214,25 +213,26 @@ def dual_update(
     n = history.n
     bs = min(max(1, int(batch)), n)
     scale = 1.0 / bs
-    p_B = p_B.copy()
-    p_M = p_M.copy()
+    p_B = np.array(p_B, dtype=float, order="C")  # a fresh copy, updated in place below
+    p_M = np.array(p_M, dtype=float, order="C")
+    flat_B, flat_M = p_B.reshape(-1), p_M.reshape(-1)  # views
+    step_B, step_M = eta * np.asarray(d_B, dtype=float), eta * np.asarray(d_M, dtype=float)
     for _ in range(max(1, int(K))):
         idx = np.arange(n) if bs == n else rng.choice(n, size=bs, replace=False)
         g, i0, L, s, r = history.arrays(idx)
-        # only the window [lo, hi) spanned by the minibatch needs prefix sums and column loads
-        lo, hi = int(i0.min()), int((i0 + L).max())
-        j0 = i0 - lo
-        pre = price_prefix(p_B[:, lo:hi], p_M[:, lo:hi])
-        act = (r - _cost_from_prefix(pre, g, j0, L, s, c_M)) > 0.0
-        new_B = p_B - eta * d_B
-        new_M = p_M - eta * d_M
+        flat, a_M, col = _column_entries(T, g, i0, L, s)
+        # a_i^T p = sum over the column's steps of p^B + c_M p^M a^M
+        cost = np.bincount(col, flat_B[flat] + c_M * flat_M[flat] * a_M, minlength=bs)
+        act = (r - cost) > 0.0
+        # p <- [p - eta d + eta (1/|S|) sum_{active i} a_i]_+
+        p_B -= step_B
+        p_M -= step_M
         if act.any():
-            w = np.full(int(act.sum()), scale)
-            cnt, kv = _column_load(G, hi - lo, g[act], j0[act], L[act], s[act], w)
-            new_B[:, lo:hi] += eta * cnt
-            new_M[:, lo:hi] += (eta * c_M) * kv
-        p_B = np.maximum(0.0, new_B, out=new_B)
-        p_M = np.maximum(0.0, new_M, out=new_M)
+            on = act[col]
+            np.add.at(flat_B, flat[on], eta * scale)
+            np.add.at(flat_M, flat[on], (eta * scale * c_M) * a_M[on])
+        np.maximum(p_B, 0.0, out=p_B)
+        np.maximum(p_M, 0.0, out=p_M)
     return p_B, p_M
 
 
