@@ -197,6 +197,12 @@ def test_policy_names():
     assert method.config_label("foam_no_adaptive_eps_tau4") == "FOAM w/o adaptive eps, tau=4"
     with pytest.raises(ValueError):
         method.policy("soap")
+    # settings override the defaults; freeze applies to the no-refresh ablation only
+    assert method.policy("foam", start=20, eps_max=1e-9) == method.Policy("foam", start=20, eps_max=1e-9)
+    assert method.policy("foam_no_refresh", freeze=200).freeze == 200
+    assert method.policy("stale_f10", start=20, freeze=200) == method.Policy("stale", f=10, start=20)
+    with pytest.raises(ValueError):
+        method.policy("foam", start=0)
 
 
 @pytest.mark.parametrize("f", [1, 3, 10])
@@ -211,6 +217,25 @@ def test_stale_evd_count_and_no_proxy(monkeypatch, f):
     assert set(res.evds_by_factor.values()) == {per_factor}
     assert res.evds == 12 * per_factor and res.checks == 0
     assert method.stale_evd_count(1000, 10) * 12 == 1212
+    # preconditioning from step 20: the first EVD at 20, then t = 30, 40, ..., 1000
+    assert method.stale_evd_count(1000, 10, start=20) == 99 and method.stale_evd_count(10, 10, start=20) == 0
+    assert method.stale_evd_count(25, 1, start=20) == 6
+
+
+def test_preconditioning_starts_at_the_start_step():
+    """Before ``start`` the weights take the Adam step (no EVD, the factors still accumulate); at
+    ``start`` every factor gets its first EVD; stale refreshes follow at t % f == 0, t > start."""
+    ref = experiment.train_autoencoder("adam", seed=1, steps=4, X=X_SMALL, eval_every=1)
+    orig = experiment.policy
+    try:
+        experiment.policy = lambda name, **_: orig(name, start=5)
+        pre = experiment.train_autoencoder("stale_f10", seed=1, steps=4, X=X_SMALL, eval_every=1)
+        run = experiment.train_autoencoder("stale_f10", seed=1, steps=25, X=X_SMALL, eval_every=1)
+    finally:
+        experiment.policy = orig
+    assert pre.evds == 0 and np.array_equal(pre.curve["loss"], ref.curve["loss"])
+    assert run.curve["evds"][4] == 0 and run.curve["evds"][5] == 12
+    assert run.evds == 12 * method.stale_evd_count(25, 10, start=5) == 12 * 3  # steps 5, 10, 20
 
 
 def test_foam_reuse_branch_changes_only_eps_and_cap_triggers_refresh():
@@ -302,35 +327,36 @@ def test_proxy_vs_true_error_simulation():
 
 
 def synthetic_rows_traces():
-    """Hand-made run results in run_experiment's shape: rows (seed, config, final_loss, evds,
-    optimizer_seconds; FOAM's also evd_rate_L, evd_rate_R) and traces["curves"] (seed, config, step,
-    loss, optimizer_seconds, evds), two seeds with different numbers. Adam is there and is in no claim."""
+    """Hand-made run results in run_experiment's shape: rows (seed, config, final_loss, initial_loss,
+    evds; FOAM's also evd_rate_L, evd_rate_R) and traces["curves"] (seed, config, step, loss, flops,
+    evds), two seeds with different numbers."""
     abl = experiment.MATCHED_ABLATION
-    spec = {  # seed: {config: (final loss, evds, optimizer seconds)}
+    spec = {  # seed: {config: (final loss, evds, total flops)}
         0: {"stale_f10": (0.010, 1212, 2.0), "stale_f50": (0.012, 252, 1.5), "foam": (0.009, 200, 1.6),
             "foam_no_refresh": (0.020, 12, 1.4), abl: (0.010, 210, 1.7), "adam": (0.030, 0, 0.5)},
         1: {"stale_f10": (0.020, 1010, 4.0), "stale_f50": (0.030, 210, 3.0), "foam": (0.021, 101, 2.5),
             "foam_no_refresh": (0.063, 10, 2.0), abl: (0.020, 90, 2.4), "adam": (0.050, 0, 1.0)},
     }
     rates = {0: (0.1, 0.05), 1: (0.08, 0.04)}  # FOAM's EVD rates per check, L and R
-    rows = [dict(seed=seed, config=c, final_loss=loss, evds=evds, optimizer_seconds=secs)
-            for seed, by_config in spec.items() for c, (loss, evds, secs) in by_config.items()]
+    initial = {0: 0.2, 1: 0.25}
+    rows = [dict(seed=seed, config=c, final_loss=loss, evds=evds, initial_loss=initial[seed])
+            for seed, by_config in spec.items() for c, (loss, evds, _) in by_config.items()]
     for r in rows:
         if r["config"] == "foam":
             r["evd_rate_L"], r["evd_rate_R"] = rates[r["seed"]]
     curves = []
     for seed, by_config in spec.items():
-        for c, (loss, evds, secs) in by_config.items():
-            # loss 10x, 2x, 1x the final one at steps 0, 50, 100; seconds 0, half, all
+        for c, (loss, evds, flops) in by_config.items():
+            # loss 10x, 2x, 1x the final one at steps 0, 50, 100; flops 0, half, all
             for step, mult, frac in ((0, 10.0, 0.0), (50, 2.0, 0.5), (100, 1.0, 1.0)):
-                curves.append(dict(seed=seed, config=c, step=step, loss=loss * mult,
-                                   optimizer_seconds=secs * frac, evds=0))
-    # seed 0, common target 1.07 x 0.010 = 0.0107: stale f=10 first reaches it at step 80 (1.8 s, not
-    # its total 2.0 s), FOAM at step 60 (0.9 s; listed out of step order on purpose). Seed 1, target
-    # 0.0214: FOAM (final 0.021, above stale's 0.020) first reaches it at its last step (2.5 s), stale
-    # f=10 at its last (4.0 s)
-    curves.insert(0, dict(seed=0, config="foam", step=60, loss=0.0095, optimizer_seconds=0.9, evds=0))
-    curves.append(dict(seed=0, config="stale_f10", step=80, loss=0.0105, optimizer_seconds=1.8, evds=0))
+                curves.append(dict(seed=seed, config=c, step=step, loss=loss * mult, flops=flops * frac,
+                                   evds=0))
+    # seed 0, common target 1.07 x 0.010 = 0.0107: stale f=10 first reaches it at step 80 (1.8
+    # flops, not its total 2.0), FOAM at step 60 (0.9; listed out of step order on purpose). Seed 1,
+    # target 0.0214: FOAM (final 0.021, above stale's 0.020) first reaches it at its last step (2.5),
+    # stale f=10 at its last (4.0)
+    curves.insert(0, dict(seed=0, config="foam", step=60, loss=0.0095, flops=0.9, evds=0))
+    curves.append(dict(seed=0, config="stale_f10", step=80, loss=0.0105, flops=1.8, evds=0))
     return rows, {"curves": curves}
 
 
@@ -345,78 +371,190 @@ def test_claim_values_on_a_synthetic_case():
     assert experiment.C1A_TOLERANCE == c1a["threshold"]  # c5's target uses c1a's tolerance
     want = {
         0: {
+            "p1_every_arm_learns": 0.15,  # Adam's 0.030 / 0.2, the worst arm
+            "p2_staleness_hurts": 1.2,  # 0.012 / 0.010
+            "p3_matched_evds": 1.05,  # 210 / 200
             "c1a_foam_vs_f10_loss": 0.9,  # 0.009 / 0.010
             "c1b_evds_90pct_fewer": 0.16502,  # 200 / 1212
+            "c5_flops_to_common_target": 0.5,  # 0.9 (step 60) / 1.8 (step 80)
             "c2_adaptive_vs_f50": 0.75,  # 0.009 / 0.012
             "c3_refresh_needed": 2.22222,  # 0.020 / 0.009
-            "c4_staleness_hurts": 1.2,  # 0.012 / 0.010
-            "c5_time_to_common_target": 0.5,  # 0.9 s (step 60) / 1.8 s (step 80)
-            "p1_matched_evds": 1.05,  # 210 / 200
             "c6_damping_at_matched_evds": 0.9,  # 0.009 / 0.010
             "m1_evd_rate_L": 0.1,
             "m2_evd_rate_R": 0.05,
+            "m3_steps_to_common_target": 0.75,  # step 60 / step 80
         },
         1: {
+            "p1_every_arm_learns": 0.252,  # FOAM w/o refresh's 0.063 / 0.25
+            "p2_staleness_hurts": 1.5,  # 0.030 / 0.020
+            "p3_matched_evds": 0.891089,  # 90 / 101
             "c1a_foam_vs_f10_loss": 1.05,  # 0.021 / 0.020
             "c1b_evds_90pct_fewer": 0.1,  # 101 / 1010
+            "c5_flops_to_common_target": 0.625,  # 2.5 / 4.0, both at step 100
             "c2_adaptive_vs_f50": 0.7,  # 0.021 / 0.030
             "c3_refresh_needed": 3.0,  # 0.063 / 0.021
-            "c4_staleness_hurts": 1.5,  # 0.030 / 0.020
-            "c5_time_to_common_target": 0.625,  # 2.5 s / 4.0 s, both at step 100
-            "p1_matched_evds": 0.891089,  # 90 / 101
             "c6_damping_at_matched_evds": 1.05,  # 0.021 / 0.020
             "m1_evd_rate_L": 0.08,
             "m2_evd_rate_R": 0.04,
+            "m3_steps_to_common_target": 1.0,
         },
     }
     for seed, claims in want.items():
         for cid, value in claims.items():
             assert v[seed][cid] == pytest.approx(value, rel=1e-4), (seed, cid)
-    times = experiment.times_to_common_target(rows, traces)
-    assert times[0] == pytest.approx({"target": 0.0107, "stale_f10": 1.8, "foam": 0.9})
+    flops = experiment.times_to_common_target(rows, traces)
+    assert flops[0] == pytest.approx({"target": 0.0107, "stale_f10": 1.8, "foam": 0.9})
     steps = experiment.times_to_common_target(rows, traces, key="step")
     assert steps[0] == pytest.approx({"target": 0.0107, "stale_f10": 80, "foam": 60})
     assert steps[1] == pytest.approx({"target": 0.0214, "stale_f10": 100, "foam": 100})
     # a FOAM that never comes within 7% of stale f=10's final loss: c5 is inf
     worse = [dict(r, loss=r["loss"] * 1.2) if r["config"] == "foam" else r for r in traces["curves"]]
-    assert experiment.claim_values(rows, {"curves": worse})[1]["c5_time_to_common_target"] == math.inf
+    assert experiment.claim_values(rows, {"curves": worse})[1]["c5_flops_to_common_target"] == math.inf
     # a DataFrame works too and gives the same values; a missing configuration gives NaN
     import pandas as pd
 
     assert experiment.claim_values(pd.DataFrame(rows), {"curves": pd.DataFrame(traces["curves"])}) == v
     v2 = experiment.claim_values(pd.DataFrame([r for r in rows if r["config"] not in ("stale_f50", "stale_f10")]),
                                  {"curves": pd.DataFrame(traces["curves"])})
-    assert math.isnan(v2[0]["c2_adaptive_vs_f50"]) and math.isnan(v2[1]["c5_time_to_common_target"])
+    assert math.isnan(v2[0]["c2_adaptive_vs_f50"]) and math.isnan(v2[1]["c5_flops_to_common_target"])
+    assert math.isnan(v2[0]["p1_every_arm_learns"])
     assert v2[0]["c6_damping_at_matched_evds"] == pytest.approx(0.9)
 
 
 def test_profiles_and_a_tiny_experiment():
-    claim_configs = {"stale_f10", "stale_f50", "foam", "foam_no_refresh", experiment.MATCHED_ABLATION}
+    chapter = load_chapter("foam")
     for name, prof in experiment.EXPERIMENT_PROFILES.items():
-        for c in prof["configs"] + prof["side_configs"]:
+        for c in prof["configs"]:
             method.policy(c)
-        assert claim_configs <= set(prof["configs"])  # every judged claim gets a value, smoke too
+        assert set(experiment.CLAIM_CONFIGS) <= set(prof["configs"])  # every judged claim gets a value
+        assert prof["start"] == 20 and prof["batch_size"] == experiment.BATCH_SIZE
+        assert prof["eps_ratio"] == experiment.EPS_RATIO and prof["freeze"] == experiment.FREEZE
         if name != "smoke":
             assert prof["steps"] == 1000
             assert prof["tune_seed"] not in prof["seeds"]
-    cfg = SimpleNamespace(seeds=[0, 1], steps=20, batch_size=4, lr=3e-3, lr_grid=[1e-3, 1e-2],
-                          tune_steps=10, tune_seed=100, eval_every=5,
-                          configs=["stale_f10", "foam", "adam"], side_configs=["stale_f1"], side_steps=6)
+    assert experiment.EXPERIMENT_PROFILES["book"]["seeds"] == chapter["confirmatory_seeds"]
+    grid = chapter["tuning"]["grid"]  # the pilot's choices come from the declared grid
+    assert experiment.BATCH_SIZE in grid["batch_size"] and experiment.EPS_RATIO in grid["eps_max_over_eps0"]
+    assert experiment.MATCHED_TAU in grid["matched_ablation_tau"]
+    assert experiment.EXPERIMENT_PROFILES["book"]["lr_grid"] == grid["lr"]
+    cfg = SimpleNamespace(seeds=[0, 1], steps=20, batch_size=4, lr_grid=[1e-3, 1e-2], tune_steps=10,
+                          tune_seed=100, eval_every=5, configs=["stale_f10", "foam", "adam"],
+                          eps_ratio=300, start=3, freeze=0)
     torch.set_num_threads(2)
     rows, traces = experiment.run_experiment(cfg)
     assert torch.get_num_threads() == 2  # restored on exit
     assert [(r["seed"], r["config"]) for r in rows] == [(s, c) for s in (0, 1) for c in cfg.configs]
-    assert set(traces["lr"]) == {"stale_f10", "foam", "adam", "stale_f1"}
-    assert len(traces["tuning"]) == 6 and traces["lr"]["stale_f1"] == traces["lr"]["stale_f10"]
+    assert set(traces["lr"]) == {"stale_f10", "foam", "adam"}
+    assert len(traces["tuning"]) == 6
     for c in cfg.configs:
         best = min((r for r in traces["tuning"] if r["config"] == c), key=lambda r: r["final_loss"])
         assert traces["lr"][c] == best["lr"]
-    assert len(traces["side_rows"]) == 2 and traces["side_rows"][0]["evds"] == 12 * 6
     assert {e["config"] for e in traces["controller"]} == {"foam"}
+    assert rows[0]["evds"] == 12 * method.stale_evd_count(20, 10, start=3)
     foam_curve = [r for r in traces["curves"] if r["seed"] == 0 and r["config"] == "foam"]
     assert [r["step"] for r in foam_curve] == [0, 5, 10, 15, 20]
     v = experiment.claim_values(rows, traces)
     assert set(v) == {0, 1} and v[0]["c1b_evds_90pct_fewer"] <= 1.0
+    # two worker processes give the same rows and curves (the seed halves are fixed)
+    cfg2 = SimpleNamespace(**dict(vars(cfg), workers=2, seeds=[0, 1, 2]))
+    cfg1 = SimpleNamespace(**dict(vars(cfg), workers=1, seeds=[0, 1, 2]))
+    (r2, t2), (r1, t1) = experiment.run_experiment(cfg2), experiment.run_experiment(cfg1)
+    keys = ("seed", "config", "final_loss", "evds", "flops", "lr")
+    assert [[r[k] for k in keys] for r in r2] == [[r[k] for k in keys] for r in r1]
+    assert [c["loss"] for c in t2["curves"]] == [c["loss"] for c in t1["curves"]]
+
+
+# ---- the batched trainer: the reference's arithmetic, K members at once ------------------------
+
+
+@pytest.mark.parametrize("config, settings", [
+    ("stale_f10", dict(start=5)),
+    ("foam", dict(start=5, eps_max=1e-10)),
+    ("foam_no_refresh", dict(start=5, freeze=20)),
+    ("foam_no_adaptive_eps_tau4", dict(start=5)),
+    ("adam", {}),
+])
+def test_batched_trainer_equals_one_run_per_member(config, settings):
+    """train_batch's member k is train_autoencoder(seed k, lr k): the same losses at every evaluation,
+    the same eigendecompositions per factor, the same checks and the first member's check log."""
+    seeds, lrs = [0, 3], [3e-3, 1e-2]
+    batch = experiment.train_batch(config, seeds, lrs, steps=40, X=X_SMALL, eval_every=5,
+                                   log_controller=True, **settings)
+    orig = experiment.policy
+    try:
+        experiment.policy = lambda name, **_: orig(name, **settings)
+        for k, (seed, lr) in enumerate(zip(seeds, lrs)):
+            ref = experiment.train_autoencoder(config, seed, 40, lr, X=X_SMALL, eval_every=5,
+                                               log_controller=k == 0)
+            got = batch[k]
+            assert np.allclose(got.curve["loss"], ref.curve["loss"], rtol=1e-5, atol=0), (config, k)
+            assert got.evds_by_factor == ref.evds_by_factor and got.checks_by_factor == ref.checks_by_factor
+            assert np.array_equal(got.curve["evds"], ref.curve["evds"])
+            if k == 0:
+                assert len(got.controller) == len(ref.controller)
+                for a, b in zip(got.controller, ref.controller):
+                    assert a["refreshed"] == b["refreshed"] and a["h"] == pytest.approx(b["h"], rel=1e-6)
+    finally:
+        experiment.policy = orig
+
+
+def test_batched_loss_is_the_sum_of_the_members_losses_and_their_gradients():
+    """The stacked objective is the sum of the members' minibatch MSEs, so member k's gradient is that
+    of its own model's loss alone."""
+    seeds = [0, 5]
+    weights, biases = experiment._stacked_autoencoders(seeds)
+    xb = torch.from_numpy(X_SMALL[:8]).reshape(2, 4, 64)
+    parts = ((experiment._stacked_forward(weights, biases, xb) - xb) ** 2).mean(dim=(1, 2))
+    total = parts.sum()
+    total.backward()
+    for k, seed in enumerate(seeds):
+        model = task.autoencoder(seed)
+        loss = torch.nn.functional.mse_loss(model(xb[k]), xb[k])
+        assert float(parts[k].detach()) == pytest.approx(float(loss.detach()), rel=1e-6)
+        loss.backward()
+        assert torch.allclose(weights[0].grad[k], model.layers[0].weight.grad, rtol=1e-5, atol=1e-7)
+        assert torch.allclose(biases[-1].grad[k], model.layers[-1].bias.grad, rtol=1e-5, atol=1e-7)
+    assert float(total) == pytest.approx(float(parts[0]) + float(parts[1]), rel=1e-7)
+
+
+@pytest.mark.parametrize("config", ["stale_f10", "foam", "adam"])
+def test_batched_step_descends_on_a_fixed_batch(config):
+    """One BatchedOptimizer step on a fixed minibatch (Shampoo preconditioned from step 1) moves every
+    member's weights along a descent direction of its own minibatch MSE (<step, gradient> < 0 for every
+    weight) and, at a small learning rate, lowers that loss."""
+    seeds = [0, 1, 2]
+    weights, biases = experiment._stacked_autoencoders(seeds)
+    xb = torch.from_numpy(X_SMALL[:12]).reshape(3, 4, 64)
+
+    def losses():
+        with torch.no_grad():
+            return ((experiment._stacked_forward(weights, biases, xb) - xb) ** 2).mean(dim=(1, 2)).numpy()
+
+    before = losses()
+    ((experiment._stacked_forward(weights, biases, xb) - xb) ** 2).mean(dim=(1, 2)).sum().backward()
+    grads = [w.grad.detach().double().numpy().copy() for w in weights]
+    olds = [w.detach().double().numpy().copy() for w in weights]
+    opt = method.BatchedOptimizer(weights, biases, method.policy(config), [1e-4] * 3)
+    opt.step()
+    for W, G, old in zip(weights, grads, olds):
+        step = W.detach().double().numpy() - old
+        assert np.all(np.einsum("kij,kij->k", step, G) < 0)
+    assert np.all(losses() < before)
+    if config != "adam":
+        assert np.all(opt.evds == 12)
+
+
+def test_batched_flop_count_follows_its_rule():
+    """Stale f = 10 for 25 steps from step 5: per member, Adam's elementwise work on every entry each
+    step, the factor EMAs each step, the direction from step 5, and 9 m^3 + 2 m^3 per eigendecomposition
+    (steps 5, 10, 20); the curve adds the model's 6 flops per weight per example."""
+    res = experiment.train_batch("stale_f10", [0], [3e-3], steps=25, X=X_SMALL, eval_every=25, start=5)[0]
+    shapes = [(b, a) for a, b in zip(task.AE_SIZES[:-1], task.AE_SIZES[1:])]  # (out, in) = (m, n)
+    per_step = sum(10 * m * n + 2 * m * m * n + 2 * m * n * n for m, n in shapes) + 10 * sum(m for m, _ in shapes)
+    direction = sum(2 * m * m * n + 2 * m * n * n for m, n in shapes)
+    evd = sum((method.EVD_FLOPS_PER_CUBE + 2) * (m**3 + n**3) for m, n in shapes)
+    want = 25 * per_step + 21 * direction + 3 * evd + 25 * experiment.model_flops_per_step(4)
+    assert res.curve["flops"][-1] == pytest.approx(want, rel=1e-12)
 
 
 def test_graders_accept_the_reference_and_reject_wrong_answers():
