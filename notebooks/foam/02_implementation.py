@@ -194,8 +194,8 @@ assert [method.stale_evd_count(1000, f) for f in (1, 10, 50)] == [1000, 101, 21]
 # shared `replib.models.mlp.MLP`) on 1,400 digits, with the experiment's settings: minibatches of
 # `experiment.BATCH_SIZE`, preconditioning from step 20 (the paper's runs; before it the weights take
 # the Adam step alone), FOAM's cap ratio `experiment.EPS_RATIO`, and the no-refresh ablation
-# refreshing as FOAM does up to step `experiment.FREEZE` (never, in this short run). The optimizer's
-# time is measured apart from the model's.
+# refreshing as FOAM does up to step `experiment.FREEZE` (so within this short run it is FOAM). The
+# optimizer's time is measured apart from the model's.
 
 # %%
 steps = {"smoke": 30, "book": 200, "paper": 200}[profile]
