@@ -57,7 +57,7 @@ def test_front_end_shape_and_bound():
     x = np.stack([task.bona_fide(np.random.default_rng(i)) for i in range(4)])
     fe = task.FrontEnd(d=8).fit(x)
     f = fe(x)
-    assert f.shape == (4, 4, 49, 8) and f.dtype == np.float32 and np.abs(f).max() <= 1
+    assert f.shape == (4, 4, 97, 8) and f.dtype == np.float32 and np.abs(f).max() <= 1
 
 
 # ---- method ------------------------------------------------------------------------------------
@@ -158,26 +158,32 @@ def test_graders_accept_reference_and_reject_wrong():
 # ---- claim values ------------------------------------------------------------------------------
 
 
-def _row(seed, variant, distant, splice=0.3, fnr=0.05):
-    return dict(seed=seed, variant=variant, eer_distant=distant, eer_splice=splice, fnr_at_alpha=fnr)
+def _row(seed, variant, distant, splice=0.3, fnr=0.05, probes=0.2):
+    return dict(seed=seed, variant=variant, eer_distant=distant, eer_splice=splice, fnr_at_alpha=fnr,
+                eer_probes=probes)
 
 
 def test_claim_values_by_hand():
     runs = []
-    for seed, vals in [(0, dict(full=0.20, idinv=0.26, nocabs=0.35, bce=0.23, svdd=0.31, ocs=0.40, svm=0.28)),
-                       (1, dict(full=0.30, idinv=0.27, nocabs=0.29, bce=0.28, svdd=0.25, ocs=0.45, svm=0.33))]:
-        runs += [_row(seed, "ca_soadd", vals["full"], splice=0.10, fnr=0.01 if seed == 0 else 0.12),
+    for seed, vals in [(0, dict(full=0.20, idinv=0.26, nocabs=0.35, bce=0.23, noos=0.22, svdd=0.31, ocs=0.40,
+                                svm=0.28, sup=0.10)),
+                       (1, dict(full=0.30, idinv=0.27, nocabs=0.29, bce=0.28, noos=0.27, svdd=0.25, ocs=0.45,
+                                svm=0.33, sup=0.24))]:
+        runs += [_row(seed, "ca_soadd", vals["full"], splice=0.10, fnr=0.01 if seed == 0 else 0.12, probes=0.15),
                  _row(seed, "ca_soadd + idinv", vals["idinv"]),
-                 _row(seed, "without L_cabs", vals["nocabs"], splice=0.25),
+                 _row(seed, "without L_cabs", vals["nocabs"], splice=0.25, probes=0.21 if seed == 0 else 0.14),
                  _row(seed, "BCE on probes", vals["bce"]),
+                 _row(seed, "without OS", vals["noos"]),
                  _row(seed, "deep_svdd", vals["svdd"]), _row(seed, "oc_softmax", vals["ocs"]),
-                 _row(seed, "oc_svm", vals["svm"])]
+                 _row(seed, "oc_svm", vals["svm"]), _row(seed, "supervised (reference)", vals["sup"])]
     out = experiment.claim_values(runs)
     want = {
-        0: dict(p1_attacks_detectable=0.28, h1_beats_one_class=0.08, h2_cabs_ablation=0.15, m1_margin_vs_bce=0.03,
-                m2_idinv_sensitivity=0.06, c1_calibration=0.01, x1_splice_gain=0.15),
-        1: dict(p1_attacks_detectable=0.33, h1_beats_one_class=-0.05, h2_cabs_ablation=-0.01,
-                m1_margin_vs_bce=-0.02, m2_idinv_sensitivity=0.03, c1_calibration=0.02, x1_splice_gain=0.15),
+        0: dict(p1_one_class_competent=0.40, p2_encoder_competent=0.10, p3_headroom=0.18, p4_boundary_trained=0.06,
+                h1_beats_one_class=0.08, h2_cabs_ablation=0.15, m1_margin_vs_bce=0.03, m2_idinv_sensitivity=0.06,
+                m3_os_ablation=0.02, c1_calibration=0.01, x1_splice_gain=0.15, x2_ocsvm_calibration=0.28),
+        1: dict(p1_one_class_competent=0.45, p2_encoder_competent=0.24, p3_headroom=0.01, p4_boundary_trained=-0.01,
+                h1_beats_one_class=-0.05, h2_cabs_ablation=-0.01, m1_margin_vs_bce=-0.02, m2_idinv_sensitivity=0.03,
+                m3_os_ablation=-0.03, c1_calibration=0.02, x1_splice_gain=0.15, x2_ocsvm_calibration=0.33),
     }
     assert set(out) == {0, 1}
     for seed in want:
@@ -186,6 +192,63 @@ def test_claim_values_by_hand():
             assert out[seed][cid] == pytest.approx(value, abs=1e-12), (seed, cid)
     chapter = yaml.safe_load((repo_root() / "notebooks/ca_soadd/chapter.yml").read_text())
     assert set(out[0]) == {c["id"] for c in chapter["claims"]}
+
+
+def test_corpus_has_every_split_and_seeds_differ():
+    a = task.build_corpus(3, n_train=2, n_dev=1, n_test=1, n_sup=1)
+    b = task.build_corpus(4, n_train=2, n_dev=1, n_test=1, n_sup=1)
+    pairs = list(zip(a["split"], a["label"]))
+    assert pairs.count(("train", "bona_fide")) == 2 and all(("test", x) in pairs for x in task.ATTACKS)
+    assert sorted(lab for sp, lab in pairs if sp == "sup") == sorted(task.PROBE_DISTANT)
+    assert not np.array_equal(a["wave"][0], b["wave"][0])
+
+
+def test_harmonic_attack_has_no_noise_between_harmonics():
+    """A5 is a sum of harmonics of F0: for a constant F0 its spectrum is concentrated at multiples of F0."""
+    f0 = np.full(task.N_SAMPLES, 125.0)
+    rng = np.random.default_rng(0)
+    x = task.synthesise(rng, task.draw_speaker(rng))
+    y = task._harmonic(rng, x, f0)
+    spec = np.abs(np.fft.rfft(y * np.hanning(len(y)))) ** 2  # 1 Hz bins
+    near = (np.abs((np.arange(len(spec)) + 62) % 125 - 62) <= 4) & (np.arange(len(spec)) > 60)
+    assert spec[near].sum() / spec.sum() > 0.7  # white noise would put 9 / 125 there
+
+
+def test_statistics_pooling_adds_the_weighted_std():
+    torch.manual_seed(0)
+    enc = method.Encoder(2, 3, 4, standardise=False, pooling="stats")
+    h = torch.randn(5, 2, 6, 3)
+    assert enc(h)[0].shape == (5, 4) and enc.head[0].in_features == 6
+
+
+def test_supervised_reference_steps_descend_on_bce(monkeypatch):
+    """Two SGD steps of the supervised reference equal the hand-written steps on BCE(logit, bona fide 1 /
+    spoof 0) with balanced batches; the logit margin between bona fide and spoof clips widens."""
+    _sgd(monkeypatch)
+    feats, views, _ = _soadd_data()
+    spoofs = views[::-1].copy() + 1.0
+    cfg = method.SOADDConfig(steps=2, batch=4, lr=0.05, weight_decay=0.0, dim=3)
+    enc0, out0 = baselines.train_supervised(feats, spoofs, method.SOADDConfig(**{**vars(cfg), "steps": 0}), seed=2)
+    enc, out = baselines.train_supervised(feats, spoofs, cfg, seed=2)
+    def margin(e, o):  # mean logit of bona fide clips minus that of spoofs
+        return baselines.supervised_score(e, o, feats).mean() - baselines.supervised_score(e, o, spoofs).mean()
+
+    before = margin(enc0, out0)
+    params = list(enc0.parameters()) + list(out0.parameters())
+    gen = np.random.default_rng(2)
+    target = torch.tensor([1.0, 1.0, 0.0, 0.0])
+    for _ in range(2):
+        x = np.concatenate([feats[gen.choice(10, 2, replace=False)], spoofs[gen.choice(10, 2, replace=False)]])
+        logit = out0(enc0(torch.from_numpy(x))[0])[:, 0]
+        loss = -(target * torch.nn.functional.logsigmoid(logit)
+                 + (1 - target) * torch.nn.functional.logsigmoid(-logit)).mean()
+        grads = torch.autograd.grad(loss, params)
+        with torch.no_grad():
+            for p, g in zip(params, grads):
+                p -= cfg.lr * g
+    for got, exp in zip(list(enc.parameters()) + list(out.parameters()), params):
+        assert torch.allclose(got, exp, atol=1e-6)
+    assert margin(enc, out) > before
 
 
 def test_bounds_cover_every_setting():

@@ -9,15 +9,17 @@ available: the method is reconstructed from the official code [C] and a third-pa
 Modules:
 
 * ``task.py``: the toy world. A numpy source-filter synthesiser of bona fide speech-like audio
-  (jitter, shimmer, breath noise, formant tracks; 8 kHz, 1 s), four attacks (A1 Griffin-Lim, A2
-  LPC-buzz vocoder, A3 oversmoothed re-rendering, A4 splicing, which resembles the Perm probe),
+  (jitter, shimmer, breath noise, formant tracks; 8 kHz, 1 s), five attacks (A1 Griffin-Lim, A2
+  LPC-buzz vocoder, A3 oversmoothed re-rendering, A5 harmonic vocoder, and A4 splicing, which
+  resembles the Perm probe),
   :func:`task.build_corpus`, the probe operators (Perm, PhaseScr, SpecMask, Resamp and IDInv) and
   the benign view, and the frozen front-end :class:`task.FrontEnd` (four "layers" of frame
   features, the stand-in for the SSL encoder).
 * ``method.py``: the layer mix and entropy term, online standardisation, the cumulative centroid,
   the score, L_cpt, L_binv, L_cabs (hinge) and the BCE ablation, the total loss, the encoder head,
   the strict one-class training loop, the EER and the bona fide-only threshold.
-* ``baselines.py``: OC-SVM, Deep-SVDD and OC-Softmax (bona fide only).
+* ``baselines.py``: OC-SVM, Deep-SVDD and OC-Softmax (bona fide only), and the supervised reference
+  (the same head trained on spoofs: the competence and headroom control, never a one-class arm).
 * ``theory.py``: cosine collapse and the hinge-vs-BCE gradients (numpy illustrations).
 * ``experiment.py``: profiles, the corpus (a cached ``datasets.Dataset``) and feature cache, the
   variants, :func:`experiment.run_experiment` and :func:`experiment.claim_values`.
@@ -36,5 +38,8 @@ Fidelity notes:
 * The PNCR and VocHF probes (codec / vocoder imitations) are left out; the pool is the four
   structure probes, plus IDInv for the sensitivity claim. The paper's lr 1e-6 is for a pretrained
   encoder; the head here uses 1e-3 (our choice).
-* One corpus (``data_seed``) per experiment; seeds vary initialisation, batches and probe draws.
+* Every seed draws its own corpus (speakers, attacks, probes, views, front-end maps) as well as its
+  own initialisation, batches and probe draws. The front-end (STFT hop 10 ms, 40 mel bands, width 64)
+  follows the first pilot of this rebuild; a coarser one (hop 20 ms, 32 bands, width 24) left every
+  deep head near chance.
 """

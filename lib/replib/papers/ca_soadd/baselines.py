@@ -11,7 +11,8 @@ from torch import nn
 
 from .method import Encoder, SOADDConfig, cosine_score, embed
 
-__all__ = ["pooled_features", "OCSVMBaseline", "train_deep_svdd", "deep_svdd_score", "train_oc_softmax", "oc_softmax_score"]
+__all__ = ["pooled_features", "OCSVMBaseline", "train_deep_svdd", "deep_svdd_score", "train_oc_softmax", "oc_softmax_score",
+           "train_supervised", "supervised_score"]
 
 
 def train_deep_svdd(feats, cfg: SOADDConfig, seed: int):
@@ -20,7 +21,7 @@ def train_deep_svdd(feats, cfg: SOADDConfig, seed: int):
     gen = np.random.default_rng(seed)
     torch.manual_seed(seed)
     n, n_layers, _, d = feats.shape
-    enc = Encoder(n_layers, d, cfg.dim, standardise=False, deep_svdd=True)
+    enc = Encoder(n_layers, d, cfg.dim, standardise=False, deep_svdd=True, pooling=cfg.pooling)
     c0 = embed(enc, feats).mean(0)
     opt = torch.optim.Adam(enc.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     for _ in range(cfg.steps):
@@ -44,7 +45,7 @@ def train_oc_softmax(feats, cfg: SOADDConfig, seed: int, m0: float = 0.9, alpha:
     gen = np.random.default_rng(seed)
     torch.manual_seed(seed)
     n, n_layers, _, d = feats.shape
-    enc = Encoder(n_layers, d, cfg.dim, standardise=False)
+    enc = Encoder(n_layers, d, cfg.dim, standardise=False, pooling=cfg.pooling)
     w = nn.Parameter(torch.randn(cfg.dim) / np.sqrt(cfg.dim))
     opt = torch.optim.Adam(list(enc.parameters()) + [w], lr=cfg.lr, weight_decay=cfg.weight_decay)
     for _ in range(cfg.steps):
@@ -59,6 +60,35 @@ def train_oc_softmax(feats, cfg: SOADDConfig, seed: int, m0: float = 0.9, alpha:
 def oc_softmax_score(enc, w, feats) -> np.ndarray:
     """OC-Softmax score cos(w, z) (high = bona fide)."""
     return cosine_score(embed(enc, feats), w).numpy()
+
+
+def train_supervised(feats, spoof_feats, cfg: SOADDConfig, seed: int):
+    """Supervised reference (not one-class; a competence and headroom arm): the same head, its
+    embedding mapped to one logit by a linear layer, binary cross-entropy with bona fide = 1 and the
+    given spoof clips = 0, balanced batches. Returns (encoder, linear layer)."""
+    gen = np.random.default_rng(seed)
+    torch.manual_seed(seed)
+    n, n_layers, _, d = feats.shape
+    enc = Encoder(n_layers, d, cfg.dim, standardise=False, pooling=cfg.pooling)
+    out = nn.Linear(cfg.dim, 1)
+    opt = torch.optim.Adam(list(enc.parameters()) + list(out.parameters()), lr=cfg.lr,
+                           weight_decay=cfg.weight_decay)
+    half = cfg.batch // 2
+    target = torch.cat([torch.ones(half), torch.zeros(half)])
+    for _ in range(cfg.steps):
+        x = np.concatenate([feats[gen.choice(n, half, replace=False)],
+                            spoof_feats[gen.choice(len(spoof_feats), half, replace=False)]])
+        loss = nn.functional.binary_cross_entropy_with_logits(out(enc(torch.from_numpy(x))[0])[:, 0], target)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return enc, out
+
+
+@torch.no_grad()
+def supervised_score(enc, out, feats) -> np.ndarray:
+    """Supervised reference score: the logit (high = bona fide)."""
+    return out(embed(enc, feats))[:, 0].numpy()
 
 
 def pooled_features(feats: np.ndarray) -> np.ndarray:

@@ -134,14 +134,16 @@ class Encoder(nn.Module):
     -> ReLU -> Linear(d, D), then optionally OS. ``deep_svdd=True`` drops every bias and the
     LayerNorm (Deep-SVDD's bias-free network, which prevents a trivial constant map)."""
 
-    def __init__(self, n_layers, d, dim, bottleneck=16, tau=1.0, standardise=True, deep_svdd=False):
+    def __init__(self, n_layers, d, dim, bottleneck=16, tau=1.0, standardise=True, deep_svdd=False,
+                 pooling="mean"):
         super().__init__()
         bias = not deep_svdd
-        self.tau = tau
+        self.tau, self.pooling = tau, pooling
         self.layer_logits = nn.Parameter(torch.zeros(n_layers))
         self.att = nn.Sequential(nn.Linear(d, bottleneck, bias=bias), nn.Tanh(), nn.Linear(bottleneck, 1, bias=bias))
         norm = nn.Identity() if deep_svdd else nn.LayerNorm(d)
-        self.head = nn.Sequential(nn.Linear(d, d, bias=bias), norm, nn.ReLU(), nn.Linear(d, dim, bias=bias))
+        d_in = 2 * d if pooling == "stats" else d
+        self.head = nn.Sequential(nn.Linear(d_in, d, bias=bias), norm, nn.ReLU(), nn.Linear(d, dim, bias=bias))
         self.os = OnlineStandardiser(dim) if standardise else None
 
     def forward(self, h: torch.Tensor, update_os: bool = False):
@@ -149,7 +151,10 @@ class Encoder(nn.Module):
         ``update_os`` folds this (bona fide) batch into the OS statistics first."""
         f, a = layer_mix(h, self.layer_logits, self.tau)
         beta = torch.softmax(self.att(f), dim=1)
-        z = self.head((beta * f).sum(1))
+        r = (beta * f).sum(1)
+        if self.pooling == "stats":  # attentive statistics pooling: the weighted std beside the mean
+            r = torch.cat([r, torch.sqrt(((beta * f * f).sum(1) - r * r).clamp(min=1e-6))], -1)
+        z = self.head(r)
         if self.os is not None:
             if update_os:
                 self.os.update(z.detach())
@@ -173,6 +178,7 @@ class SOADDConfig:
     invariance: bool = True
     standardise: bool = True
     dim: int = 32
+    pooling: str = "mean"
     lambdas: tuple = (5.0, 1.0, 1.0, 1e-2)
 
 
@@ -185,7 +191,7 @@ def train_soadd(feats, views, probes, cfg: SOADDConfig, seed: int):
     gen = np.random.default_rng(seed)
     torch.manual_seed(seed)
     n, n_layers, _, d = feats.shape
-    enc = Encoder(n_layers, d, cfg.dim, standardise=cfg.standardise)
+    enc = Encoder(n_layers, d, cfg.dim, standardise=cfg.standardise, pooling=cfg.pooling)
     bias = nn.Parameter(torch.zeros(()))
     opt = torch.optim.Adam(list(enc.parameters()) + [bias], lr=cfg.lr, weight_decay=cfg.weight_decay)
     centroid = CumulativeCentroid(cfg.dim)

@@ -1,5 +1,5 @@
 """CA-SOADD, the toy world: bona fide speech-like audio from a numpy source-filter synthesiser,
-four vocoder-style attacks, the structure-destroying probe operators, the benign view, and the
+five resynthesis attacks, the structure-destroying probe operators, the benign view, and the
 frozen front-end that turns a waveform into L "layers" of frame features.
 
 Everything is at ``SR = 8000`` Hz, 1 s clips; frequencies of the operators are normalised (cycles
@@ -38,8 +38,8 @@ VOWELS = np.array([[730, 1090, 2440], [530, 1840, 2480], [270, 2290, 3010],
 BANDWIDTHS = np.array([60.0, 90.0, 120.0])
 
 # A4 (splicing) resembles the Perm probe; the others are mechanistically distinct from every probe
-ATTACKS = ("griffin_lim", "lpc_buzz", "oversmoothed", "splice")
-PROBE_DISTANT = ("griffin_lim", "lpc_buzz", "oversmoothed")
+ATTACKS = ("griffin_lim", "lpc_buzz", "oversmoothed", "harmonic", "splice")
+PROBE_DISTANT = ("griffin_lim", "lpc_buzz", "oversmoothed", "harmonic")
 PROBES_STRUCTURE = ("perm", "phase_scr", "spec_mask", "resamp")
 PROBES_WITH_IDINV = PROBES_STRUCTURE + ("idinv",)
 
@@ -149,14 +149,15 @@ def bona_fide(rng):
 
 
 def _griffin_lim(rng, x, iters=16):
-    """A1: phase reconstruction from the STFT magnitude (n_fft 256, hop 64, random initial phase)."""
+    """A1: phase reconstruction from the STFT magnitude (n_fft 256, hop 64, random initial phase);
+    ``x`` is one clip or a batch (clips x samples), reconstructed all at once."""
     kw = dict(nperseg=256, noverlap=192)
     mag = np.abs(stft(x, **kw)[2])
     spec = mag * np.exp(2j * np.pi * rng.random(mag.shape))
     for _ in range(iters):
-        y = istft(spec, **kw)[1][:N_SAMPLES]
+        y = istft(spec, **kw)[1][..., :N_SAMPLES]
         spec = mag * np.exp(1j * np.angle(stft(y, **kw)[2]))
-    return istft(spec, **kw)[1][:N_SAMPLES]
+    return istft(spec, **kw)[1][..., :N_SAMPLES]
 
 
 def _lpc_buzz(rng, x, f0, order=12, frame=160):
@@ -176,6 +177,28 @@ def _lpc_buzz(rng, x, f0, order=12, frame=160):
         gain = np.sqrt(max(r[0] - a @ r[1:order + 1], 1e-12) / frame)
         y[s:s + frame], zi = lfilter([gain], np.r_[1.0, -a], pulses[s:s + frame], zi=zi)
     return y
+
+
+def _harmonic(rng, x, f0, n_ceps=20, n_fft=256, hop=64):
+    """A5: harmonic vocoder. Harmonics k f0(t) (below Nyquist), phase-coherent (the phase of each is
+    k times the running F0 phase), amplitudes read from the cepstrally smoothed spectral envelope (20
+    coefficients) of the source clip per 8 ms frame; no noise component."""
+    _, _, S = stft(x, nperseg=n_fft, noverlap=n_fft - hop)
+    ceps = np.fft.irfft(np.log(np.abs(S) + 1e-8), axis=0)
+    ceps[n_ceps:-n_ceps + 1] = 0  # lifter: keep the first 20 coefficients (and their mirror)
+    env = np.exp(np.fft.rfft(ceps, axis=0).real)  # bins x frames
+    frame_t = np.arange(env.shape[1]) * hop
+    phase = 2 * np.pi * np.cumsum(f0) / SR
+    k = np.arange(1, int(SR / 2 / f0.min()) + 1)[:, None]
+    bins = k * f0[None, :] / SR * n_fft  # harmonics x samples, fractional bin
+    frame = np.interp(np.arange(N_SAMPLES), frame_t, np.arange(len(frame_t)))
+    lo = np.clip(np.floor(bins).astype(int), 0, n_fft // 2)
+    hi = np.clip(lo + 1, 0, n_fft // 2)
+    fi = np.clip(np.round(frame).astype(int), 0, env.shape[1] - 1)[None, :]
+    w = bins - np.floor(bins)
+    amp = (1 - w) * env[lo, fi] + w * env[hi, fi]
+    amp = np.where(bins < n_fft / 2, amp, 0.0)
+    return (amp * np.cos(k * phase[None, :])).sum(0)
 
 
 def _splice(rng, spk):
@@ -201,32 +224,46 @@ def _splice(rng, spk):
 def attack(rng, name):
     """One spoofed clip of attack ``name`` (a fresh speaker), with the same level and noise floor
     as bona fide audio. A3 re-renders with the same synthesiser, regular source, 150 ms smoothing."""
-    spk = draw_speaker(rng)
-    if name == "oversmoothed":
-        return synthesise(rng, spk, regular=True, smooth_ms=150)
-    if name == "splice":
-        return _finish(rng, _splice(rng, spk))
-    x, f0 = synthesise(rng, spk, return_f0=True)
+    return attacks(rng, name, 1)[0]
+
+
+def attacks(rng, name, n):
+    """``n`` spoofed clips of attack ``name`` (clips x samples, float32), each from a fresh speaker.
+    Griffin-Lim runs on the whole batch at once (the same per-clip operation, vectorised)."""
     if name == "griffin_lim":
-        return _finish(rng, _griffin_lim(rng, x))
-    if name == "lpc_buzz":
-        return _finish(rng, _lpc_buzz(rng, x, f0))
-    raise ValueError(f"unknown attack {name!r}")
+        src = np.stack([synthesise(rng, draw_speaker(rng)) for _ in range(n)]).astype(np.float64)
+        return np.stack([_finish(rng, y) for y in _griffin_lim(rng, src)]).reshape(n, N_SAMPLES)
+    out = []
+    for _ in range(n):
+        spk = draw_speaker(rng)
+        if name == "oversmoothed":
+            out.append(synthesise(rng, spk, regular=True, smooth_ms=150))
+        elif name == "splice":
+            out.append(_finish(rng, _splice(rng, spk)))
+        elif name in ("lpc_buzz", "harmonic"):
+            x, f0 = synthesise(rng, spk, return_f0=True)
+            out.append(_finish(rng, (_lpc_buzz if name == "lpc_buzz" else _harmonic)(rng, x, f0)))
+        else:
+            raise ValueError(f"unknown attack {name!r}")
+    return np.stack(out)
 
 
-def build_corpus(seed: int, n_train: int, n_dev: int, n_test: int) -> dict:
-    """Columns of the corpus: ``split`` (train / dev / test), ``label`` (bona_fide or an attack name)
-    and ``wave`` (float32, 8000 samples). Only the test split holds attacks."""
+def build_corpus(seed: int, n_train: int, n_dev: int, n_test: int, n_sup: int = 0) -> dict:
+    """Columns of the corpus: ``split`` (train / dev / test / sup), ``label`` (bona_fide or an attack
+    name) and ``wave`` (float32, 8000 samples). Only the test and sup splits hold attacks; ``sup``
+    (``n_sup`` clips of each probe-distant attack, other speakers than the test clips) trains the
+    supervised reference only and never touches a one-class model."""
     rng = np.random.default_rng(seed)
     rows = {"split": [], "label": [], "wave": []}
     plan = [("train", "bona_fide", n_train), ("dev", "bona_fide", n_dev), ("test", "bona_fide", n_test)]
-    plan += [("test", a, n_test) for a in ATTACKS]
+    plan += [("test", a, n_test) for a in ATTACKS] + [("sup", a, n_sup) for a in PROBE_DISTANT]
     for split, label, n in plan:
-        for _ in range(n):
-            x = bona_fide(rng) if label == "bona_fide" else attack(rng, label)
-            rows["split"].append(split)
-            rows["label"].append(label)
-            rows["wave"].append(x)
+        if n == 0:
+            continue
+        waves = np.stack([bona_fide(rng) for _ in range(n)]) if label == "bona_fide" else attacks(rng, label, n)
+        rows["split"] += [split] * n
+        rows["label"] += [label] * n
+        rows["wave"] += list(waves.astype(np.float32))
     return rows
 
 
@@ -299,34 +336,42 @@ def _mel_bank(n_mels: int, n_fft: int) -> np.ndarray:
 
 
 class FrontEnd:
-    """Frozen front-end: STFT (n_fft 256, hop 160), L = 4 layers per frame: log-mel (32), delta
+    """Frozen front-end: STFT (n_fft 256, hop 80), L = 4 layers per frame: log-mel (40), delta
     log-mel, LFCC (20 coefficients of the log linear spectrum) and the instantaneous-frequency
     deviation per mel band (a phase cue). Each layer is standardised with bona fide training
     statistics (:meth:`fit`) and mapped to ``d`` by a frozen random linear map and tanh."""
 
-    n_fft, hop, n_mels, n_lfcc = 256, 160, 32, 20
+    n_fft, n_lfcc = 256, 20
 
-    def __init__(self, d: int = 24, seed: int = 0):
+    def __init__(self, d: int = 64, seed: int = 0, hop: int = 80, n_mels: int = 40):
         rng = np.random.default_rng(seed)
+        self.hop, self.n_mels = hop, n_mels
         self.mel = _mel_bank(self.n_mels, self.n_fft)
         k = np.arange(self.n_fft // 2 + 1)
         self.dct = np.cos(np.pi / len(k) * (k[None, :] + 0.5) * np.arange(self.n_lfcc)[:, None])
+        win = 0.5 - 0.5 * np.cos(2 * np.pi * np.arange(self.n_fft) / self.n_fft)  # periodic Hann
+        self.window = win / win.sum()
+        self.expected = 2 * np.pi * hop * k / self.n_fft
         dims = [self.n_mels, self.n_mels, self.n_lfcc, self.n_mels]
         self.maps = [rng.standard_normal((m, d)) / np.sqrt(m) for m in dims]
         self.stats = None
 
     def raw_layers(self, x: np.ndarray) -> list[np.ndarray]:
-        """The four raw layers of a batch (clips x samples), each clips x frames x features."""
-        _, _, S = stft(x, nperseg=self.n_fft, noverlap=self.n_fft - self.hop, boundary=None, padded=False)
-        S = np.moveaxis(S, -1, -2)  # clips x frames x bins
-        power = np.abs(S) ** 2 + 1e-10
-        logmel = np.log(power @ self.mel.T + 1e-8)
+        """The four raw layers of a batch (clips x samples), each clips x frames x features. The STFT
+        is scipy's (periodic Hann window, spectrum scaling, no padding), computed on strided frames
+        with one real FFT; the phase deviation is wrapped to [-pi, pi) arithmetically."""
+        frames = np.lib.stride_tricks.sliding_window_view(np.asarray(x, dtype=np.float64), self.n_fft, axis=-1)
+        frames = frames[..., ::self.hop, :]
+        S = np.fft.rfft(frames * self.window, axis=-1)  # clips x frames x bins
+        power = (S.real**2 + S.imag**2) + 1e-10
+        mel_power = power @ self.mel.T
+        logmel = np.log(mel_power + 1e-8)
         delta = np.diff(logmel, axis=1, prepend=logmel[:, :1])
         lfcc = np.log(power) @ self.dct.T
-        expected = 2 * np.pi * self.hop * np.arange(S.shape[-1]) / self.n_fft
-        dphi = np.diff(np.angle(S), axis=1, prepend=np.angle(S[:, :1]))
-        dev = np.abs(np.angle(np.exp(1j * (dphi - expected))))
-        ifd = (dev * power) @ self.mel.T / (power @ self.mel.T)
+        phase = np.angle(S)
+        dphi = np.diff(phase, axis=1, prepend=phase[:, :1]) - self.expected
+        dev = np.abs(np.mod(dphi + np.pi, 2 * np.pi) - np.pi)
+        ifd = (dev * power) @ self.mel.T / mel_power
         return [logmel, delta, lfcc, ifd]
 
     def fit(self, x: np.ndarray) -> FrontEnd:
@@ -339,6 +384,8 @@ class FrontEnd:
         out = []
         for s in range(0, len(x), batch):
             layers = self.raw_layers(np.asarray(x[s:s + batch], dtype=np.float64))
-            out.append(np.stack([np.tanh(((r - m) / sd) @ w)
+            # the standardisation folded into the map: ((r - m) / sd) @ w = r @ (w / sd) - (m / sd) @ w
+            out.append(np.stack([np.tanh(r.astype(np.float32) @ (w / sd[:, None]).astype(np.float32)
+                                         - ((m / sd) @ w).astype(np.float32))
                                  for r, (m, sd), w in zip(layers, self.stats, self.maps)], 1))
-        return np.concatenate(out).astype(np.float32)
+        return np.concatenate(out)
