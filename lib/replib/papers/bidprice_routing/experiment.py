@@ -31,8 +31,8 @@ __all__ = [
 ]
 
 CONFIRMATORY = [1000, 1001, 1002, 1003, 1004, 1005, 1006, 1007, 1008, 1009]
-# Loads in requests per step for G = 4 workers: below, near and above the measured capacity (about
-# 0.46-0.48, measurement m0_capacity). The rate shift multiplies the "below" rate by rate_shift (1.5,
+# Loads in requests per step for G = 4 workers: below, near and above the measured capacity
+# (measurement m0_capacity: 0.497 in the committed run; 0.46-0.48 was the estimate before it). The rate shift multiplies the "below" rate by rate_shift (1.5,
 # the paper's 0.4 -> 0.6) in the second half of the window: from below capacity to near it.
 # capacity_rate: the overload at which the capacity is measured (central FCFS, completions per step
 # over the last two thirds of capacity_steps).
