@@ -130,10 +130,9 @@ assert view.shape == x.shape and np.all(np.sum(view == 0, axis=1) >= len(x[0]) /
 # spaced like human pitch perception), its time difference, LFCC (linear-frequency cepstral
 # coefficients) and an instantaneous-frequency deviation per mel band (a phase cue); each standardised
 # with bona fide training statistics and mapped by a frozen random matrix and $\tanh$ to $d = 64$.
-# The STFT has 256 points and a hop of 80 samples (10 ms, 97 frames a clip), with 40 mel bands: the
-# settings of the first pilot of this rebuild. An earlier version of this chapter used a hop of
-# 160, 32 bands and $d = 24$; on those features every deep one-class head stayed near chance on the
-# unseen attacks (the experiment notebook gives the numbers).
+# The STFT (short-time Fourier transform) has 256 points and a hop of 80 samples (10 ms, 97 frames a
+# clip), with 40 mel bands. A coarser front-end (hop 160 samples, 32 bands, $d = 24$) left every deep
+# one-class head near chance on the unseen attacks (the experiment notebook gives the numbers).
 
 # %%
 fe = task.FrontEnd(d=64, hop=80, n_mels=40).fit(waves[labels == "bona_fide"])

@@ -39,7 +39,6 @@ Fidelity notes:
   structure probes, plus IDInv for the sensitivity claim. The paper's lr 1e-6 is for a pretrained
   encoder; the head here uses 1e-3 (our choice).
 * Every seed draws its own corpus (speakers, attacks, probes, views, front-end maps) as well as its
-  own initialisation, batches and probe draws. The front-end (STFT hop 10 ms, 40 mel bands, width 64)
-  follows the first pilot of this rebuild; a coarser one (hop 20 ms, 32 bands, width 24) left every
-  deep head near chance.
+  own initialisation, batches and probe draws. The front-end uses STFT hop 10 ms, 40 mel bands and
+  width 64; a coarser one (hop 20 ms, 32 bands, width 24) left every deep head near chance.
 """
