@@ -51,7 +51,7 @@ another check cadence) and ``adam`` (plain Adam on everything). ``policy(name, s
 eps_max=..., freeze=...)`` overrides the defaults; the experiment uses start = 20 and
 eps_max = :data:`.experiment.EPS_RATIO` x eps0.
 
-Experiment (issue 42): minibatch size and cap ratio chosen on pilot seeds 0-2 by the rule declared
+Experiment: minibatch size and cap ratio chosen on pilot seeds 0-2 by the rule declared
 in ``chapter.yml`` (:data:`.experiment.BATCH_SIZE` = 4, :data:`.experiment.EPS_RATIO` = 3000; the
 pilot numbers are in the comment above them); each configuration's seeds train as one stacked model
 (:func:`.experiment.train_batch`) in two fixed halves, on two spawned processes in the book profile.
@@ -92,8 +92,9 @@ Fidelity notes (where the paper and the official code leave room):
 * Ablation (b) clips eps at eps_max (the paper's Fig. 4 ablation as the official code realises it:
   adaptive eps clipped at eps_max, no refresh after initialisation); ablation (a) refreshes iff
   h_t > tau with eps fixed at eps0. At tau = 0.75 it makes about 3 times FOAM's eigendecompositions,
-  so to isolate the damping the book compares FOAM with ablation (a) at a matched tau (6 since
-  issue 42, set on the pilot seeds; 4 before), chosen from eigendecomposition counts alone.
+  so to isolate the damping the book compares FOAM with ablation (a) at a matched tau (6, set on
+  the pilot seeds; 4 in an earlier set-up that preconditioned from step 1), chosen from
+  eigendecomposition counts alone.
 * EVD operation rate (the paper's ViT figure): per side (L or R factors), the checks that ended in an
   eigendecomposition over all checks; each factor's first eigendecomposition is not a check.
 * Data: the 1,400 training images are a fixed subset (``default_rng(0)`` permutation of the 1,797);
@@ -110,12 +111,12 @@ Fidelity notes (where the paper and the official code leave room):
   uses 500. A first book run also showed Adam picking the grid's smallest rate, 1e-3, so 3e-4 was added
   to the grid for every configuration (neither change touched the configurations of the claims). The
   revision of 2026-12-02 dropped 3e-4 again to fit the budget (no configuration had chosen it).
-* Stale f = 1 (an EVD of every factor at every step) does not fit the book budget; since issue 42 the
-  book profile no longer runs it at all (it was a 200-step side run), the paper profile runs and
-  tunes it like the others.
+* Stale f = 1 (an EVD of every factor at every step) does not fit the book budget; the book
+  profile does not run it (an earlier set-up ran it as a 200-step side run); the paper profile runs
+  and tunes it like the others.
 * The FOAM family's check log has one entry per factor per check (step, h, RC, alpha, eps before and
-  after, refreshed?, median and largest eigenvalue in use); the first EVD at step 1 is not a check
-  and is not logged.
+  after, refreshed?, median and largest eigenvalue in use); each factor's first EVD, at step ``start``
+  (20 in the experiment), is not a check and is not logged.
 * Timing: ``optimizer_seconds`` is ``time.perf_counter`` around the optimizer update only (factor
   EMAs, checks, proxy, EVDs, direction, grafting, the write-back); ``model_seconds`` around the
   forward and backward pass; ``eigh_seconds`` inside ``np.linalg.eigh`` only. The full-batch
