@@ -204,12 +204,15 @@ plt.show()
 #
 # ## What to expect in the experiment
 #
-# On Pendulum with one expert client, one small medium client and two random clients, uniform
-# averaging should be dominated by the poor clients; FEDORA's and the combined weights should both
-# favour the expert; the combined weights may find it sooner because the expert's policy stays
-# close to its data. In the stress variant the medium client drops the behaviour-cloning term, so
-# its policy strays and, if its critic extrapolates as in Figure 1, its Q-value looks good: that is
-# where the inconsistency term should matter most.
+# On Pendulum with three small expert clients (each with too little data to learn the task well
+# alone), one medium client and two random clients, federation has something to add: the experts'
+# data put together are enough. Uniform averaging should be dominated by the poor clients; FEDORA's
+# and the combined weights should both favour the experts; the combined weights may find them
+# sooner because an expert's policy stays close to its data. To tell the inconsistency term from the
+# scale-free temperature, the experiment also runs Q-only weights at the same temperature rule. In
+# the stress variant the medium client drops the behaviour-cloning term, so its policy strays and,
+# if its critic extrapolates as in Figure 1, its Q-value looks good: that is where the inconsistency
+# term should matter most.
 #
 # ## Summary
 #
@@ -239,6 +242,6 @@ plt.show()
 # stated in the readable text: the policy inconsistency as the mean squared gap between the learned
 # action and the data's action, the scaling factor $c = \overline{PI} / \overline{|J|}$, the score
 # $S_k = c J_k - PI_k$ with softmax weights at temperature $\mathrm{std}_k S_k$, and the adaptive
-# pull ($\alpha_0$ times 0.1 when a client's own score beats the global model's; clients keep their
-# own weights, which the paper does not state either). The Pendulum task, the clients and the
-# budgets are our choices.
+# pull ($\alpha_0$ times 0.1 when a client's own score beats the global model's, both scored with
+# the client's own critic; clients keep their own weights, which the paper does not state either).
+# The Pendulum task, the clients and the budgets are our choices.

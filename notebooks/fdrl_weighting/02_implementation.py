@@ -73,7 +73,7 @@ core.set_style()
 episode_scale = {"smoke": 0.2, "book": 1.0, "paper": 1.0}[profile]
 
 # %% [markdown]
-# ## The task: Pendulum and four offline clients
+# ## The task: Pendulum and six offline clients
 #
 # Pendulum-v1 (gymnasium's classic-control task, re-implemented with the same equations because
 # gymnasium is not installed): the state is the angle $\theta$ ($0$ = upright) and its velocity,
@@ -92,12 +92,14 @@ assert np.isclose(theta_dot[0], 1 + (15 * np.sin(0.5) + 6) * 0.05)
 # The clients' behaviour policies: an **expert** (energy-pumping swing-up, PD
 # (proportional-derivative) balance at the top, plus $\mathcal N(0, 0.3^2)$ noise), a **medium**
 # policy (each step, half the time the expert with $\mathcal N(0, 1)$ noise, half the time a uniform
-# action) and **random** uniform actions. The federation has one expert client (25 episodes, 5000
-# transitions), one small medium client (2 episodes) and two random clients (25 episodes each). The
-# data sets take a fraction of a second to generate, so they stay plain arrays (no cached data set).
+# action) and **random** uniform actions. The federation has three small expert clients (3 episodes,
+# 600 transitions each: too few for a client to learn the task well alone, while their data put
+# together are enough), one medium client and two random clients (25 episodes, 5000 transitions
+# each). The data sets take a fraction of a second to generate, so they stay plain arrays (no cached
+# data set).
 
 # %%
-datasets = task.client_datasets(0, "mixed", episode_scale)
+datasets = task.client_datasets(0, "split", episode_scale)
 pd.DataFrame({"kind": [d["kind"] for d in datasets], "transitions": [len(d["obs"]) for d in datasets],
               "behaviour return": [round(d["return"], 1) for d in datasets]})
 
@@ -106,7 +108,7 @@ pd.DataFrame({"kind": [d["kind"] for d in datasets], "transitions": [len(d["obs"
 # (row 0 is episode 0 at step 0, row 1 episode 1 at step 0, and so on).
 
 # %%
-task.to_frame(datasets[1]).head()
+task.to_frame(datasets[3]).head()
 
 # %% [markdown]
 # ## One batched ensemble for every client
@@ -181,7 +183,10 @@ assert torch.allclose(method.decay_delta(torch.ones(2), torch.tensor([-1.0, -5.0
 # $\beta = 0.1$, with $J_k = \overline{Q_{k,1}(s, \pi_k(s))}$ over the client's data; and the paper's
 # combined weights (proposed form) $w_k = \mathrm{softmax}_k(S_k / \mathrm{std}_k S_k)$,
 # $S_k = c J_k - PI_k$, $c = \mathrm{mean}_k PI_k / \mathrm{mean}_k |J_k|$,
-# $PI_k = \overline{\|\pi_k(s) - a\|^2} / |A|$.
+# $PI_k = \overline{\|\pi_k(s) - a\|^2} / |A|$. The combined weights change two things at once
+# against FEDORA: the inconsistency term and the scale-free temperature. So the experiment also runs
+# the Q-only weights at the same temperature rule, $w_k = \mathrm{softmax}_k(J_k / \mathrm{std}_k J_k)$
+# (`q_std_weights`, our ablation), which isolate the inconsistency term.
 
 # %%
 core.show_source(method.value_score)
@@ -209,6 +214,9 @@ assert torch.allclose(method.combined_weights(10 * j, pi_inc), w)
 # a client with the best Q-value but a policy far from its data loses the lead
 assert method.q_softmax_weights(torch.tensor([-5.0, -6.0]))[0] > 0.5
 assert method.combined_weights(torch.tensor([-5.0, -6.0]), torch.tensor([1.5, 0.1]))[1] > 0.5
+core.show_source(method.q_std_weights)
+# the Q-only ablation keeps the Q-value's ranking whatever the inconsistency
+assert method.q_std_weights(torch.tensor([-5.0, -6.0]))[0] > 0.5
 core.show_source(method.aggregate)
 
 # %%
@@ -222,8 +230,11 @@ assert torch.allclose(glob[0], params[0, 0]) and torch.allclose(glob[1], (weight
 #
 # At the start of a round client $k$ scores its own model and the global model on its data with
 # the same $c$; it keeps the full pull $\alpha_0$ toward the global model unless its own score is
-# higher, in which case the pull is $\rho\,\alpha_0$, $\rho = 0.1$. In this chapter such clients
-# keep their own weights between rounds (FEDORA overwrites them).
+# higher, in which case the pull is $\rho\,\alpha_0$, $\rho = 0.1$. Both scores are measured with the
+# client's own critic (its actor and the global actor, before any broadcast), so a gap between them is
+# a gap between the two policies and not between two critics' calibrations; FEDORA's decay of
+# $\delta_k$ keeps its own rule, the global critic's value. The plug-in keeps the clients' weights
+# between rounds (FEDORA overwrites them); the experiment also runs each of the two changes alone.
 
 # %%
 core.show_source(method.adaptive_alpha0)
@@ -236,8 +247,11 @@ assert torch.allclose(alpha, torch.tensor([0.2, 2.0, 2.0]))  # only a strictly b
 # ## A round of the algorithm
 #
 # `Federation` holds the ensemble of several federations (here FEDORA and the paper's plug-in on
-# the same four clients) and runs the round: broadcast (overwrite or keep), local TD3+BC steps,
-# scores, decay, weights, aggregation.
+# the same six clients) and runs the round: broadcast (overwrite or keep), local TD3+BC steps,
+# scores, decay, weights, aggregation. Every client starts from the same actor and the same pair of
+# twin critics; the two twins of a pair are two different draws (TD3's clipped double Q takes the
+# smaller of two different estimates; twins started equal would see the same batches and targets and
+# stay equal).
 
 # %%
 core.show_source(method.Federation.finish_round)
@@ -249,14 +263,17 @@ hp = experiment.hyperparameters(core.configure(experiment.EXPERIMENT_PROFILES, "
 fed = method.Federation(specs, len(kinds), experiment.pack_clients(datasets, len(specs), 200, 0), hp, seed=0)
 with torch.no_grad():
     assert all(torch.allclose(p[0], p[k]) for p in fed.actor.params for k in range(fed.M))  # one initial model
+    assert all(torch.equal(p[2 * m + t], p[t]) for p in fed.critic.params for m in range(fed.M) for t in (0, 1))
+    assert not any(torch.allclose(p[0], p[1]) for p in fed.critic.params)  # the twins differ
 fed.start_round()
 for _ in range(20):
     fed.local_step()
 round_out = fed.finish_round()
 assert torch.allclose(round_out["weights"].sum(1), torch.ones(2))
-manual = (round_out["weights"][0][:, None, None] * fed.actor.params[0][:4].detach()).sum(0)
+K = len(kinds)
+manual = (round_out["weights"][0][:, None, None] * fed.actor.params[0][:K].detach()).sum(0)
 assert torch.allclose(fed.global_actor[0][0], manual, atol=1e-6)  # theta_g = sum_k w_k theta_k
-pd.DataFrame({"kind": kinds * 2, "run": ["fedora"] * 4 + ["combined_adaptive"] * 4,
+pd.DataFrame({"kind": kinds * 2, "run": ["fedora"] * K + ["combined_adaptive"] * K,
               "J": round_out["j"].flatten().numpy(), "PI": round_out["pi"].flatten().numpy(),
               "weight": round_out["weights"].flatten().numpy()}).round(3)
 
@@ -305,4 +322,5 @@ exercises.check_combined_weights(combined_weights)
 #   actor pulled toward the global and the previous actor.
 # - The paper's plug-in (proposed form) changes two things: the server's weights (Q-value rescaled
 #   by $c$, minus the policy inconsistency, softmax at a scale-free temperature) and the broadcast
-#   (keep your model, and lean less on the global one when yours scores better).
+#   (keep your model, and lean less on the global one when yours scores better, both scored with
+#   the client's own critic). The experiment changes one of these pieces at a time.

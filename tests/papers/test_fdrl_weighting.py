@@ -73,6 +73,58 @@ def test_ensemble_members_start_equal_and_train_independently():
     assert g[0].abs().sum() == 0 and g[2].abs().sum() == 0 and g[1].abs().sum() > 0
 
 
+def test_twin_critics_start_different_and_every_client_shares_the_pair():
+    """TD3's twins must start from two different draws (twins started equal see the same batches and
+    targets and so stay equal: the clipped double Q would be a no-op); every client starts from the same
+    pair, and the run's global critic is that pair."""
+    fed = _toy_federation()
+    for p in fed.critic.params:
+        assert not torch.allclose(p[0], p[1])  # twins of member 0 differ
+        for m in range(1, fed.M):
+            assert torch.equal(p[2 * m], p[0]) and torch.equal(p[2 * m + 1], p[1])
+    for g, p in zip(fed.global_critic, fed.critic.params):
+        assert torch.equal(g[0::2], p[0].expand_as(g[0::2])) and torch.equal(g[1::2], p[1].expand_as(g[1::2]))
+    obs = fed.data["obs"][:, :5]
+    q = method.twin_q(fed.critic, obs, torch.zeros(fed.M, 5, 1))
+    assert not torch.allclose(q[:, 0], q[:, 1])
+    with pytest.raises(ValueError):
+        method.Ensemble(3, [2, 1], torch.Generator().manual_seed(0), distinct=2)
+
+
+def test_q_std_weights_are_the_combined_rule_without_the_inconsistency():
+    j = torch.tensor([-3.0, -1.0, -10.0])
+    w = method.q_std_weights(j)
+    e = torch.exp(j / j.std(unbiased=False))
+    assert torch.allclose(w, e / e.sum())
+    assert torch.allclose(method.q_std_weights(10 * j), w)  # scale-free
+    assert torch.allclose(method.q_std_weights(j, 2.0), torch.softmax(j / (2 * j.std(unbiased=False)), -1))
+
+
+def test_make_spec_takes_the_tuned_factor_or_the_suffix():
+    cfg = SimpleNamespace(temp_fedora=2.0, temp_q_std=0.5, temp_combined=1.0)
+    kinds = ["expert", "medium", "random"]
+    assert experiment.make_spec("fedora", kinds, cfg).temp == 2.0
+    assert experiment.make_spec("q_std_stress", kinds, cfg).temp == 0.5
+    assert experiment.make_spec("combined@0.5", kinds, cfg).temp == 0.5
+    spec = experiment.make_spec("combined_adaptive_overwrite", kinds, cfg)
+    assert spec.adaptive and not spec.keep_own and spec.aggregator == "combined"
+    spec = experiment.make_spec("combined_keep", kinds, cfg)
+    assert spec.keep_own and not spec.adaptive
+
+
+def test_pack_clients_per_run_data_and_pooled_oracle():
+    clients = _toy_clients()
+    for d, kind in zip(clients, ["expert", "expert", "random"]):
+        d["kind"] = kind
+    pooled = experiment.pooled_data(clients)
+    assert len(pooled["obs"]) == 12 + 7
+    data = experiment.pack_clients([[pooled] * 3, clients], 2, 6, 0)
+    assert data["size"].tolist() == [19.0] * 3 + [12.0, 7.0, 10.0]
+    assert torch.equal(data["obs"][1, :19], torch.tensor(pooled["obs"]))
+    assert torch.equal(data["obs"][4, :7], torch.tensor(clients[1]["obs"]))
+    assert (data["score_idx"][3:] < data["size"][3:, None]).all()
+
+
 def test_critic_target_takes_the_larger_of_local_and_global_minima():
     r = torch.tensor([[1.0, 0.0]])
     q_loc = torch.tensor([[[2.0, 5.0], [3.0, 1.0]]])   # min over twins: [2, 1]
@@ -194,50 +246,68 @@ def test_federation_is_deterministic():
 
 def _fake_results():
     rounds, clients = [], []
-    kinds = ["expert", "medium", "random"]
-    base = {"isolated": 0, "uniform": -800, "fedora": -300, "combined": -250, "combined_adaptive": -200,
-            "fedora_stress": -400, "combined_stress": -380}
+    kinds = ["expert", "expert", "medium", "random"]
+    base = {"isolated": 0, "pooled": 0, "uniform": -800, "fedora": -300, "q_std": -280, "combined": -250,
+            "combined_keep": -260, "combined_adaptive_overwrite": -240, "combined_adaptive": -200,
+            "fedora_stress": -400, "q_std_stress": -420, "combined_stress": -380}
     for seed, shift in ((0, 0.0), (1, 30.0)):
         for run, value in base.items():
-            for t in range(4):
-                rounds.append({"seed": seed, "run": run, "round": t, "global_return": value + shift + 10 * t})
+            for t in range(6):
+                evaluated = t % 2 == 1  # rounds 1, 3, 5 evaluated
+                rounds.append({"seed": seed, "run": run, "round": t,
+                               "global_return": value + shift + 10 * t if evaluated else float("nan")})
                 for k, kind in enumerate(kinds):
-                    weight = {"combined": [0.6, 0.3, 0.1], "fedora": [0.4, 0.3, 0.3]}.get(run, [1 / 3] * 3)[k]
-                    local = -150.0 - shift if (run, kind) == ("isolated", "expert") else -500.0 - t
+                    weight = {"combined": [0.4, 0.3, 0.2, 0.1], "q_std": [0.3, 0.2, 0.3, 0.2]}.get(run, [0.25] * 4)[k]
+                    local = -500.0 - t
+                    if run == "isolated":
+                        local = [-400.0, -350.0 - shift, -600.0, -1200.0][k]
+                    if run == "pooled":
+                        local, kind = -180.0 - shift, "pooled"
                     if run == "combined_adaptive" and kind == "expert":
                         local = -300.0 + shift
-                    j = {"expert": -10.0, "medium": -4.0 - shift, "random": -30.0}[kind]
+                    j = {"expert": -10.0, "medium": -4.0 - shift, "random": -30.0, "pooled": -1.0}[kind]
+                    if run == "fedora" and kind == "medium":
+                        j = -8.0
                     clients.append({"seed": seed, "run": run, "round": t, "client": k, "kind": kind, "j": j,
-                                    "pi": 0.1, "weight": weight, "local_return": local})
+                                    "pi": 0.1, "weight": weight,
+                                    "local_return": local if evaluated else float("nan")})
     reference = pd.DataFrame([{"seed": 0, "expert": -150.0, "random": -1150.0},
                               {"seed": 1, "expert": -100.0, "random": -1100.0}])
     return {"rounds": pd.DataFrame(rounds), "clients": pd.DataFrame(clients), "reference": reference}
 
 
 def test_claim_values_by_hand():
-    cfg = SimpleNamespace(seeds=[0, 1], last_rounds=3)
+    cfg = SimpleNamespace(seeds=[0, 1], last_rounds=2)
     values = experiment.claim_values(_fake_results(), cfg)
     ids = {c["id"] for c in load_chapter("fdrl_weighting")["claims"]}
     assert set(values) == {0, 1} and all(set(v) == ids for v in values.values())
     for seed, shift in ((0, 0.0), (1, 30.0)):
         v = values[seed]
         ref_expert, ref_random = (-150.0, -1150.0) if seed == 0 else (-100.0, -1100.0)
-        assert v["p1_td3bc_learns_alone"] == pytest.approx(100 * (-150 - shift - ref_random) / (ref_expert - ref_random))
-        assert v["p2_stress_q_looks_good"] == pytest.approx((-4.0 - shift) - (-10.0))
-        # the last 3 rounds add the same +20 mean to every run: differences are the base gaps
-        assert v["h1_combined_vs_uniform"] == pytest.approx(-250 - (-800))
+        assert v["p1_pooled_learns"] == pytest.approx(100 * (-180 - shift - ref_random) / (ref_expert - ref_random))
+        best_alone = max(-400.0, -350.0 - shift)
+        assert v["p2_room_for_federation"] == pytest.approx(-180 - shift - best_alone)
+        assert v["p3_stress_inflates_j"] == pytest.approx((-4.0 - shift) - (-8.0))
+        # the last 2 evaluated rounds (3, 5) add the same +40 to every run: differences are the base gaps
+        assert v["h1_weights_vs_fedora"] == pytest.approx(-250 - (-300))
         assert v["h2_plugin_vs_fedora"] == pytest.approx(-200 - (-300))
-        assert v["m1_combined_vs_fedora"] == pytest.approx(-250 - (-300))
-        assert v["m2_early_expert_mass"] == pytest.approx(0.6 - 0.4)
-        assert v["m3_stress_combined_vs_fedora"] == pytest.approx(-380 - (-400))
-        assert v["m4_adaptive_protects_experts"] == pytest.approx((-300 + shift) - (-500 - 2))
+        assert v["m1_inconsistency_term"] == pytest.approx(-250 - (-280))
+        assert v["m2_early_expert_mass"] == pytest.approx(0.7 - 0.5)
+        assert v["m3_stress_combined_vs_q_only"] == pytest.approx(-380 - (-420))
+        assert v["m4_adaptive_protects_experts"] == pytest.approx((-300 + shift) - (-500 - 3))  # rounds 1, 3, 5
         assert v["x1_fedora_vs_uniform"] == pytest.approx(-300 - (-800))
+        assert v["x2_fedora_vs_best_alone"] == pytest.approx(-300 + shift + 40 - best_alone)
+        assert v["x3_keep_vs_overwrite"] == pytest.approx(-260 - (-250))
+        assert v["x4_adaptive_with_overwrite"] == pytest.approx(-240 - (-250))
+        assert v["x5_stress_combined_vs_fedora"] == pytest.approx(-380 - (-400))
 
 
 def test_chapter_yml_declares_the_claims():
     chapter = load_chapter("fdrl_weighting")
     roles = {c["id"]: c["role"] for c in chapter["claims"]}
-    assert roles["p1_td3bc_learns_alone"] == "precondition" and roles["h1_combined_vs_uniform"] == "headline"
+    assert roles["p1_pooled_learns"] == "precondition" and roles["h1_weights_vs_fedora"] == "headline"
+    kinds = {c["id"]: c.get("kind") for c in chapter["claims"]}
+    assert kinds["p2_room_for_federation"] == "headroom"
 
 
 # ---- profiles and graders ---------------------------------------------------------------------
@@ -429,7 +499,7 @@ def _hand_scores(fed, actor, critic):
 
 def test_start_round_scores_with_the_last_rounds_scaling_and_sets_alpha0():
     """Round 2's start: S_loc = c J_loc - PI_loc (own actor and critic, before the broadcast) and S_g the same
-    for the run's global model, with c the scaling factor of round 1 (mean PI / mean |J|; 0 in round 1);
+    for the run's global actor judged by the client's own critic (the global critic's value is kept for the decay), with c the scaling factor of round 1 (mean PI / mean |J|; 0 in round 1);
     alpha_0,k = rho alpha_0 where S_loc > S_g in the adaptive run, alpha_0 elsewhere, 0 for isolated clients."""
     torch.manual_seed(0)
     fed = _toy_federation()
@@ -445,10 +515,13 @@ def test_start_round_scores_with_the_last_rounds_scaling_and_sets_alpha0():
     begin = fed.start_round()
     cm = c.repeat_interleave(3)
     j_loc, pi_loc = _hand_scores(fed, actor, critic)
-    j_g, pi_g = _hand_scores(fed, _per_member(fed.global_actor, fed, False), _per_member(fed.global_critic, fed, True))
+    global_actor = _per_member(fed.global_actor, fed, False)
+    j_g, pi_g = _hand_scores(fed, global_actor, _per_member(fed.global_critic, fed, True))
+    j_g_own, pi_g_own = _hand_scores(fed, global_actor, critic)  # the global actor under the client's own critic
     assert torch.allclose(begin["s_local"], cm * j_loc - pi_loc, atol=1e-5)
-    assert torch.allclose(begin["s_global"], cm * j_g - pi_g, atol=1e-5)
-    assert torch.allclose(fed.value_global, j_g, atol=1e-5)  # kept for FEDORA's decay at the round's end
+    assert torch.allclose(begin["s_global"], cm * j_g_own - pi_g_own, atol=1e-5)
+    assert not torch.allclose(j_g_own, j_g, atol=1e-3)  # the two critics differ, so the choice matters
+    assert torch.allclose(fed.value_global, j_g, atol=1e-5)  # FEDORA's decay keeps the global critic
     adaptive = torch.where(begin["s_local"][3:6] > begin["s_global"][3:6], 0.1, 1.0)
     assert torch.allclose(begin["alpha0"], torch.cat([torch.ones(3), adaptive, torch.zeros(3)]))
 

@@ -19,6 +19,7 @@ Pieces, each named after the step it implements:
 * :func:`value_score` (J_k), :func:`policy_inconsistency` (PI_k, proposed), :func:`scaling_factor`
   (c, proposed), :func:`combined_score` (S_k = c J_k - PI_k, proposed).
 * :func:`uniform_weights` (FedAvg), :func:`q_softmax_weights` (FEDORA, beta = 0.1),
+  :func:`q_std_weights` (softmax(J_k / std_k J_k), the Q-only ablation),
   :func:`combined_weights` (softmax(S_k / std_k S_k), proposed), :func:`aggregate` (theta_g = sum_k w_k theta_k).
 * :func:`adaptive_alpha0` -- alpha_0,k = rho alpha_0 when the client's own score beats the global
   model's (proposed).
@@ -37,7 +38,7 @@ import torch
 __all__ = [
     "Ensemble", "critic_target", "critic_loss", "actor_loss", "decay_delta", "value_score",
     "policy_inconsistency", "scaling_factor", "combined_score", "uniform_weights", "q_softmax_weights",
-    "combined_weights", "aggregate", "adaptive_alpha0", "AGGREGATORS", "RunSpec", "Federation",
+    "q_std_weights", "combined_weights", "aggregate", "adaptive_alpha0", "AGGREGATORS", "RunSpec", "Federation",
 ]
 
 MAX_ACTION = 2.0
@@ -45,17 +46,23 @@ MAX_ACTION = 2.0
 
 class Ensemble:
     """``n`` independent MLPs of layer sizes ``sizes`` with ReLU between layers: weights W_l (n, in,
-    out), biases b_l (n, 1, out). All members start from the same weights (torch's Linear
-    initialisation, U(-1/sqrt(in), 1/sqrt(in)), drawn from ``generator``): federated clients share
-    the global initialisation."""
+    out), biases b_l (n, 1, out). ``distinct`` initialisations (torch's Linear initialisation,
+    U(-1/sqrt(in), 1/sqrt(in)), drawn from ``generator``) cycle over the members, member m taking
+    draw m mod ``distinct``: with ``distinct=1`` every member starts from the same weights (federated
+    clients share the global initialisation); the twin critics use ``distinct=2``, so the twins of
+    every client start from two different draws (TD3's clipped double Q needs two different critics;
+    twins started equal would stay equal, as they see the same batches and targets) while every
+    client still starts from the same pair."""
 
-    def __init__(self, n: int, sizes, generator: torch.Generator):
+    def __init__(self, n: int, sizes, generator: torch.Generator, distinct: int = 1):
+        if n % distinct:
+            raise ValueError(f"n = {n} members is not a multiple of distinct = {distinct}")
         self.params = []
         for d_in, d_out in zip(sizes[:-1], sizes[1:]):
             bound = 1.0 / math.sqrt(d_in)
-            w = (torch.rand(1, d_in, d_out, generator=generator) * 2 - 1) * bound
-            b = (torch.rand(1, 1, d_out, generator=generator) * 2 - 1) * bound
-            self.params += [w.repeat(n, 1, 1), b.repeat(n, 1, 1)]
+            w = (torch.rand(distinct, d_in, d_out, generator=generator) * 2 - 1) * bound
+            b = (torch.rand(distinct, 1, d_out, generator=generator) * 2 - 1) * bound
+            self.params += [w.repeat(n // distinct, 1, 1), b.repeat(n // distinct, 1, 1)]
         for p in self.params:
             p.requires_grad_(True)
 
@@ -158,6 +165,14 @@ def q_softmax_weights(j, beta: float = 0.1) -> torch.Tensor:
     return torch.softmax(beta * j, -1)
 
 
+def q_std_weights(j, temperature: float = 1.0) -> torch.Tensor:
+    """The Q-only ablation of the combined weights (ours): w_k = softmax_k(J_k / T), T =
+    ``temperature`` times std_k J_k, the same scale-free temperature rule as
+    :func:`combined_weights` without the inconsistency term."""
+    t = temperature * j.std(-1, unbiased=False, keepdim=True).clamp_min(1e-8)
+    return torch.softmax(j / t, -1)
+
+
 def combined_weights(j, pi_inc, temperature: float = 1.0) -> torch.Tensor:
     """The paper's weights (proposed form): w_k = softmax_k(S_k / T), S_k = c J_k - PI_k, T =
     ``temperature`` times std_k S_k (scale-free; equal scores give equal weights)."""
@@ -178,7 +193,7 @@ def adaptive_alpha0(score_local, score_global, alpha0: float, rho: float = 0.1) 
     return torch.where(score_local > score_global, rho * alpha0, torch.full_like(score_local, alpha0))
 
 
-AGGREGATORS = {"uniform", "q_softmax", "combined", "none"}
+AGGREGATORS = {"uniform", "q_softmax", "q_std", "combined", "none"}
 
 
 @dataclass
@@ -186,12 +201,15 @@ class RunSpec:
     """One federation: ``aggregator`` (uniform / q_softmax / combined, or none = clients trained alone),
     ``keep_own`` (clients keep their weights and are pulled toward the global model; False =
     FEDORA's overwrite by the global model each round), ``adaptive`` (the adaptive alpha_0),
-    ``bc`` (per client 1.0 = TD3+BC, 0.0 = pure TD3, the stress variant)."""
+    ``bc`` (per client 1.0 = TD3+BC, 0.0 = pure TD3, the stress variant), ``temp`` (a factor on the
+    softmax temperature of the run's aggregator, the tuned knob: q_softmax uses beta / temp,
+    q_std and combined use temp times the hyperparameter ``temperature``)."""
 
     aggregator: str
     keep_own: bool = False
     adaptive: bool = False
     bc: list = field(default_factory=list)
+    temp: float = 1.0
 
 
 class Federation:
@@ -211,7 +229,7 @@ class Federation:
         self.gen = gen
         h = hp["hidden"]
         self.actor = Ensemble(self.M, [3, h, h, 1], gen)
-        self.critic = Ensemble(2 * self.M, [4, h, h, 1], gen)
+        self.critic = Ensemble(2 * self.M, [4, h, h, 1], gen, distinct=2)
         self.actor_target = self.actor.copy_params()
         self.critic_target = self.critic.copy_params()
         self.global_actor = [p[: self.R].clone() for p in self.actor.copy_params()]
@@ -255,14 +273,23 @@ class Federation:
     @torch.no_grad()
     def scores(self, which: str = "local") -> tuple[torch.Tensor, torch.Tensor]:
         """(J_k, PI_k) per member (M,) on its score transitions, for the clients' own models
-        (``which="local"``: own actor and own critic) or their run's global model ("global")."""
+        (``which="local"``: own actor and own critic), their run's global model ("global": global
+        actor and global critic, FEDORA's value for the decay) or the global actor judged by the
+        client's own critic ("global_own_critic": the adaptive rule compares the two actors under
+        one critic, so a gap between the scores is a gap between the policies, not between two
+        critics' calibrations)."""
         obs, action, mask = self._score_batch()
         if which == "local":
             pi = actor_forward(self.actor, obs)
             q1 = twin_q(self.critic, obs, pi)[:, 0]
-        else:
+        elif which == "global":
             pi = self._global_pi_at(obs)
             q1 = self._global_q_at(obs, pi)[:, 0]
+        elif which == "global_own_critic":
+            pi = self._global_pi_at(obs)
+            q1 = twin_q(self.critic, obs, pi)[:, 0]
+        else:
+            raise ValueError(f"unknown scores {which!r}; valid: local, global, global_own_critic")
         return value_score(q1, mask), policy_inconsistency(pi, action, mask)
 
     # ---- one round -------------------------------------------------------------------------------
@@ -271,11 +298,12 @@ class Federation:
         """Broadcast: FEDORA-style runs overwrite the clients' online actor and critic with the
         global ones (targets stay local); keep-own runs keep them. Records pi_prev (the client's actor
         at the end of its previous round), the global value on D_k (for the decay) and, for adaptive
-        runs, alpha_0,k from S_loc vs S_g with the run's last scaling factor c."""
+        runs, alpha_0,k from S_loc vs S_g with the run's last scaling factor c, both scored with the
+        client's own critic (before any overwrite)."""
         self.prev_actor = self.actor.copy_params()
         j_loc, pi_loc = self.scores("local")
-        j_glob, pi_glob = self.scores("global")
-        self.value_global = j_glob
+        self.value_global = self.scores("global")[0]
+        j_glob, pi_glob = self.scores("global_own_critic")
         c = self.c.repeat_interleave(self.K)
         s_loc, s_glob = c * j_loc - pi_loc, c * j_glob - pi_glob
         overwrite = torch.tensor([spec.aggregator != "none" and not spec.keep_own
@@ -338,20 +366,23 @@ class Federation:
         self.delta = decay_delta(self.delta, self.value_global, j)
         jr, pr = j.view(self.R, self.K), pi_inc.view(self.R, self.K)
         self.c = scaling_factor(jr, pr)
-        weights = torch.stack([self._weights(spec.aggregator, jr[r], pr[r]) for r, spec in enumerate(self.specs)])
+        weights = torch.stack([self._weights(spec.aggregator, jr[r], pr[r], spec.temp)
+                               for r, spec in enumerate(self.specs)])
         self.global_actor = [aggregate(p.detach().view(self.R, self.K, *p.shape[1:]), weights)
                              for p in self.actor.params]
         self.global_critic = [aggregate(p.detach().view(self.R, self.K, 2, *p.shape[1:]).transpose(1, 2).reshape(
             2 * self.R, self.K, *p.shape[1:]), weights.repeat_interleave(2, 0)) for p in self.critic.params]
         return {"j": jr.clone(), "pi": pr.clone(), "weights": weights, "c": self.c.clone()}
 
-    def _weights(self, aggregator: str, j, pi_inc) -> torch.Tensor:
+    def _weights(self, aggregator: str, j, pi_inc, temp: float = 1.0) -> torch.Tensor:
         if aggregator in ("uniform", "none"):
             return uniform_weights(j)
         if aggregator == "q_softmax":
-            return q_softmax_weights(j, self.hp["beta"])
+            return q_softmax_weights(j, self.hp["beta"] / temp)
+        if aggregator == "q_std":
+            return q_std_weights(j, self.hp["temperature"] * temp)
         if aggregator == "combined":
-            return combined_weights(j, pi_inc, self.hp["temperature"])
+            return combined_weights(j, pi_inc, self.hp["temperature"] * temp)
         raise ValueError(f"unknown aggregator {aggregator!r}; valid: {', '.join(sorted(AGGREGATORS))}")
 
     @torch.no_grad()

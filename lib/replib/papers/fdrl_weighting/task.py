@@ -97,6 +97,9 @@ def collect(kind: str, episodes: int, rng: np.random.Generator, expert_noise: fl
 
 # client kinds and their number of episodes (200 transitions each): our choice (the paper's clients are not stated)
 CLIENT_MIXES = {
+    # three small expert clients (3 episodes each, too few to learn well alone), a large medium
+    # client and two large random ones: federation has something to add to the best client alone
+    "split": [("expert", 3), ("expert", 3), ("expert", 3), ("medium", 25), ("random", 25), ("random", 25)],
     "mixed": [("expert", 25), ("medium", 2), ("random", 25), ("random", 25)],
     "six": [("expert", 25), ("expert", 25), ("medium", 2), ("medium", 2), ("random", 25), ("random", 25)],
 }
