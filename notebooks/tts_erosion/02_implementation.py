@@ -262,6 +262,23 @@ assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), task.m
 print(f"DGSA loss {losses[0]:.4f} -> {losses[-1]:.4f} in {n_align_steps} steps; the SFT model is unchanged")
 
 # %% [markdown]
+# Two helpers of the experiment. `joint_logprobs` scores the winners and losers of both sets in one
+# forward pass (right padding is invisible to a causal model, so each sequence gets the
+# log-probability it has alone; a speed-up only), and `preference_accuracy` is the convergence
+# check of the experiment: the share of a set's pairs on which the aligned model's implicit reward
+# margin $\Delta_\theta$ is positive (0 at the start, where $\pi_\theta=\pi_{ref}$ and every $\Delta$ is 0).
+
+# %%
+core.show_source(method.preference_accuracy)
+with torch.no_grad():
+    alone = method.set_logprobs(model, sets["stab"])
+    joint = method.joint_logprobs(model, [sets["stab"], sets["expr"]])[0]
+assert all(torch.allclose(a, b, atol=1e-4) for a, b in zip(alone, joint))
+accuracy = {name: method.preference_accuracy(aligned, sets[name], ref[name]) for name in sets}
+assert method.preference_accuracy(model, sets["stab"], ref["stab"]) == 0.0
+print("preference accuracy after the steps above:", {k: round(v, 2) for k, v in accuracy.items()})
+
+# %% [markdown]
 # ## Sec. 4: TDSC, for a language with no real speech
 #
 # TDSC starts from an SFT model trained on synthetic speech only. In the toy that is a second

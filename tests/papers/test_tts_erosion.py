@@ -277,7 +277,7 @@ def test_temperature_rows_keep_an_equal_t_max_apart():
 
 def test_h7_is_read_at_the_second_iteration():
     rows = pd.DataFrame([{"arm": arm, "iteration": k, "per": per, "hp": 6.0, "js": 0.1, "pass_rate": 0.5}
-                         for arm in ("tdsc", "self_training")
+                         for arm in ("tdsc", "self_training", "exact_judge")
                          for k, per in enumerate((0.40, 0.36, 0.30, 0.20))])
     values = experiment.tdsc_claim_values(rows)
     assert values["h7_tdsc_lowers_per"] == pytest.approx(0.30 / 0.40)  # k = 2, not the last (k = 3)
@@ -293,18 +293,24 @@ def test_claim_values_by_hand():
     hp = {0: [6.0, 6.2, 6.1, 5.9, 5.7], 1: [6.1, 6.0, 6.3, 6.25, 5.8]}
     sweep = pd.DataFrame([{"seed": s, "alpha": a, "per": per[s][k], "hp": hp[s][k]}
                           for s in (0, 1) for k, a in enumerate(alphas)])
-    rows = {0: {"sft": (0.15, 5.9, 0.010, 0.10), "dpo": (0.40, 6.3, 0.005, 0.02), "dgsa": (0.30, 6.2, 0.002, 0.03)},
-            1: {"sft": (0.10, 6.25, 0.004, 0.08), "dpo": (0.20, 6.30, 0.006, 0.05), "dgsa": (0.25, 6.40, 0.01, 0.09)}}
-    aligned = pd.DataFrame([{"seed": s, "method": m, "per": v[0], "hp": v[1], "rep": v[2], "js": v[3]}
-                            for s in rows for m, v in rows[s].items()])
+    rows = {0: {"sft": (0.15, 5.9, 0.010, 0.10, 0.0), "dpo": (0.40, 6.3, 0.005, 0.02, 0.95),
+                "dgsa": (0.30, 6.2, 0.002, 0.03, 0.85), "dpo_tuned": (0.2, 6.0, 0.0, 0.0, 0.7)},
+            1: {"sft": (0.10, 6.25, 0.004, 0.08, 0.0), "dpo": (0.20, 6.30, 0.006, 0.05, 0.9),
+                "dgsa": (0.25, 6.40, 0.01, 0.09, 0.75), "dpo_tuned": (0.3, 6.5, 0.0, 0.0, 0.9)}}
+    aligned = pd.DataFrame([{"seed": s, "method": m, "per": v[0], "hp": v[1], "rep": v[2], "js": v[3],
+                             "pref_acc": v[4]} for s in rows for m, v in rows[s].items()])
     p_real, p_syn = np.array([0.5, 0.5, 0.0]), np.array([0.5, 0.0, 0.5])
     # TDSC rows: (per, hp, js, pass_rate) per arm and iteration; iteration 0 is the L2 SFT model
     tdsc_rows = {0: {("tdsc", 0): (0.30, 5.8, 0.15, None), ("tdsc", 1): (0.25, 5.9, 0.14, 0.50),
                      ("tdsc", 2): (0.21, 6.1, 0.12, 0.65), ("self_training", 0): (0.30, 5.8, 0.15, None),
-                     ("self_training", 1): (0.28, 5.7, 0.16, 0.60), ("self_training", 2): (0.27, 5.75, 0.17, 0.62)},
+                     ("self_training", 1): (0.28, 5.7, 0.16, 0.60), ("self_training", 2): (0.27, 5.75, 0.17, 0.62),
+                     ("exact_judge", 0): (0.30, 5.8, 0.15, None), ("exact_judge", 1): (0.27, 5.7, 0.16, 0.3),
+                     ("exact_judge", 2): (0.24, 5.7, 0.16, 0.3)},
                  1: {("tdsc", 0): (0.40, 5.6, 0.20, None), ("tdsc", 1): (0.38, 5.5, 0.21, 0.70),
                      ("tdsc", 2): (0.36, 5.4, 0.22, 0.55), ("self_training", 0): (0.40, 5.6, 0.20, None),
-                     ("self_training", 1): (0.35, 5.6, 0.19, 0.40), ("self_training", 2): (0.32, 5.65, 0.18, 0.45)}}
+                     ("self_training", 1): (0.35, 5.6, 0.19, 0.40), ("self_training", 2): (0.32, 5.65, 0.18, 0.45),
+                     ("exact_judge", 0): (0.40, 5.6, 0.20, None), ("exact_judge", 1): (0.36, 5.6, 0.2, 0.2),
+                     ("exact_judge", 2): (0.30, 5.6, 0.2, 0.2)}}
     tdsc = pd.DataFrame([{"seed": s, "arm": arm, "iteration": k, "per": v[0], "hp": v[1], "js": v[2],
                           "pass_rate": np.nan if v[3] is None else v[3]}
                          for s in tdsc_rows for (arm, k), v in tdsc_rows[s].items()])
@@ -315,18 +321,20 @@ def test_claim_values_by_hand():
     assert set(values[0]) == set(values[1]) == declared
     peak_gain = method.mixture_entropy(p_real, p_syn, 0.5) - 1.0  # symmetric: the peak is at 0.5, both ends 1 bit
     expected = {
-        0: {"p1_sft_learns": 0.15, "d1_data_entropy_peak": peak_gain, "h1_per_falls": -1.0,
-            "h2_hp_rises": 0.2, "h3_hp_falls_at_one": 0.5, "h4_hp_falls_at_80": 0.3,
+        0: {"p1_sft_learns": 0.15, "p3_dgsa_converges": 0.85, "d1_data_entropy_peak": peak_gain, "e1_per_falls": -1.0,
+            "e2_hp_rises": 0.2, "e3_hp_falls_at_one": 0.5, "e4_hp_falls_at_80": 0.3,
             "h5_dgsa_keeps_per": 0.15, "h6_dgsa_raises_hp": 0.3, "m1_dpo_loses_per": 0.10,
-            "m2_dpo_raises_hp": 0.4, "m3_dgsa_closer_to_real": -0.07, "x1_dgsa_repetition": -0.8,
+            "m2_dpo_raises_hp": 0.4, "d2_dgsa_closer_to_real": -0.07, "x1_dgsa_repetition": -0.8,
+            "x5_tuned_dgsa_over_tuned_dpo": 0.2, "p4_tdsc_headroom": 0.8,
             "x2_peak_alpha": 0.25, "p2_l2_sft_learns": 0.30, "h7_tdsc_lowers_per": 0.7,
             "h8_tdsc_beats_self_training": -0.06, "h9_tdsc_hp_over_self_training": 0.35,
             "m4_pass_rate_rises": 0.15, "m5_tdsc_closer_to_real_l2": -0.05, "x3_tdsc_hp_over_sft": 0.3,
             "x4_self_training_per": 0.9},
-        1: {"p1_sft_learns": 0.10, "d1_data_entropy_peak": peak_gain, "h1_per_falls": -0.8,
-            "h2_hp_rises": 0.2, "h3_hp_falls_at_one": 0.5, "h4_hp_falls_at_80": 0.05,
+        1: {"p1_sft_learns": 0.10, "p3_dgsa_converges": 0.75, "d1_data_entropy_peak": peak_gain, "e1_per_falls": -0.8,
+            "e2_hp_rises": 0.2, "e3_hp_falls_at_one": 0.5, "e4_hp_falls_at_80": 0.05,
             "h5_dgsa_keeps_per": 0.15, "h6_dgsa_raises_hp": 0.15, "m1_dpo_loses_per": -0.05,
-            "m2_dpo_raises_hp": 0.05, "m3_dgsa_closer_to_real": 0.01, "x1_dgsa_repetition": 0.6,
+            "m2_dpo_raises_hp": 0.05, "d2_dgsa_closer_to_real": 0.01, "x1_dgsa_repetition": 0.6,
+            "x5_tuned_dgsa_over_tuned_dpo": -0.1, "p4_tdsc_headroom": 0.75,
             "x2_peak_alpha": 0.5, "p2_l2_sft_learns": 0.40, "h7_tdsc_lowers_per": 0.9,
             "h8_tdsc_beats_self_training": 0.04, "h9_tdsc_hp_over_self_training": -0.25,
             "m4_pass_rate_rises": -0.15, "m5_tdsc_closer_to_real_l2": 0.04, "x3_tdsc_hp_over_sft": -0.2,
@@ -538,3 +546,64 @@ def test_tdsc_update_sft_then_dpo_against_the_post_sft_model(monkeypatch):
     hand = {"tdsc": (_sequences(rows[:4]), _sequences(rows[:4], True))}
     want = _hand_dpo_steps(copy.deepcopy(after_sft), after_sft, hand, {"tdsc": 1.0}, 2, 3, 0.5, 0.5, 7)
     assert _close(got, want)
+
+
+# ---------------------------------------------------------------- the rework of issue 41
+
+def test_joint_logprobs_equal_each_set_alone():
+    """The batched forward of dgsa_loss scores every sequence as it scores alone (padding is last)."""
+    from replib.models.causal_lm import sequence_logprob
+
+    model = task.make_lm(0)
+    a, b = _pairs(_l2_rows(3, 0)), _pairs(_l2_rows(5, 1))
+    joint = method.joint_logprobs(model, [a, b])
+    for pairs, (lw, ll) in zip((a, b), joint):
+        assert torch.allclose(lw, sequence_logprob(model, pairs.winner_ids, pairs.winner_mask), atol=1e-5)
+        assert torch.allclose(ll, sequence_logprob(model, pairs.loser_ids, pairs.loser_mask), atol=1e-5)
+
+
+def test_dgsa_loss_is_the_weighted_sum_of_its_dpo_parts():
+    model = task.make_lm(0)
+    a, b = _pairs(_l2_rows(3, 0)), _pairs(_l2_rows(3, 1))
+    refs = {n: tuple(t - 0.3 for t in method.set_logprobs(model, p)) for n, p in (("stab", a), ("expr", b))}
+    batches = {"stab": (a, *refs["stab"]), "expr": (b, *refs["expr"])}
+    total = method.dgsa_loss(model, batches, {"stab": 0.4, "expr": 0.6}, beta=0.1)
+    parts = {n: method.dpo_loss(*method.set_logprobs(model, p), *refs[n], 0.1) for n, p in (("stab", a), ("expr", b))}
+    assert total.item() == pytest.approx(0.4 * parts["stab"].item() + 0.6 * parts["expr"].item(), rel=1e-5)
+
+
+def test_preference_accuracy_counts_positive_margins():
+    model = task.make_lm(0)
+    pairs = _pairs(_l2_rows(4, 0))
+    lw, ll = method.set_logprobs(model, pairs)
+    assert method.preference_accuracy(model, pairs, (lw, ll)) == 0.0  # pi = pi_ref: every Delta is 0
+    shifted = (lw.detach() + torch.tensor([1.0, -1.0, 1.0, 1.0]), ll.detach())
+    assert method.preference_accuracy(model, pairs, shifted, chunk=3) == pytest.approx(0.25)
+
+
+def test_align_checkpoints_see_the_trajectory():
+    model = task.make_lm(0)
+    pairs = _pairs(_l2_rows(4, 0))
+    seen = []
+    final, losses = method.align(model, {"expr": pairs}, {"expr": 1.0}, steps=3, batch_pairs=2, lr=1e-3, beta=0.1,
+                                 seed=0, checkpoints=(1, 3),
+                                 on_checkpoint=lambda step, m, ref: seen.append((step, m.training, set(ref))))
+    assert [s[0] for s in seen] == [1, 3] and not any(s[1] for s in seen) and seen[0][2] == {"expr"}
+    assert len(losses) == 3
+
+
+def test_select_cell_applies_the_declared_rule():
+    sft = pd.DataFrame([{"seed": s, "per": 0.2, "hp": 6.0} for s in (0, 1)])
+    cells = {(1e-5, 30): (0.00, 0.01), (1e-4, 30): (0.015, 0.2), (1e-4, 60): (0.05, 0.5)}
+    grid = pd.DataFrame([{"seed": s, "method": "dgsa", "align_lr": lr, "steps": st, "per": 0.2 + d_per,
+                          "hp": 6.0 + d_hp, "pref_acc": 0.5} for s in (0, 1) for (lr, st), (d_per, d_hp) in cells.items()])
+    lr, steps, _ = experiment.select_cell(grid, sft, "dgsa")
+    assert (lr, steps) == (1e-4, 30)  # the largest H_p gain within 2 points of PER
+    lr, steps, _ = experiment.select_cell(grid, sft, "dgsa", tolerance=-0.01)
+    assert (lr, steps) == (1e-5, 30)  # none qualifies: the smallest PER rise
+
+
+def test_exact_judge_accepts_only_perfect_candidates():
+    wer, rep, length = np.array([0.0, 0.1, 0.3, 0.0]), np.zeros(4), np.array([8, 8, 8, 1])
+    accepted, shape_ok = method.self_critique(wer, rep, length, [4] * 4, tau_w=1e-9)
+    assert accepted.tolist() == [True, False, False, False] and shape_ok.tolist() == [True, True, True, False]

@@ -16,13 +16,15 @@ Contents: :data:`EXPERIMENT_PROFILES`, :data:`EXPERIMENT_BOUNDS`, :func:`pretrai
 from __future__ import annotations
 
 import copy
+import multiprocessing
 import time
+from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 import pandas as pd
 from scipy.stats import spearmanr
 
-from replib.core.runtime import compute_threads, model_device, seed_everything
+from replib.core.runtime import compute_threads, model_device, seed_everything, thread_budget
 
 from . import task
 from .method import (
@@ -30,45 +32,56 @@ from .method import (
     align,
     dgsa_weights,
     mixture_entropy,
+    preference_accuracy,
     self_critique,
     tdsc_pair,
     tdsc_update,
     temperature_ladder,
 )
 
-__all__ = ["EXPERIMENT_PROFILES", "EXPERIMENT_BOUNDS", "pretrain", "n_synthetic", "seed_data", "training_rows",
+__all__ = ["EXPERIMENT_PROFILES", "EXPERIMENT_BOUNDS", "ARMS", "pretrain", "n_synthetic", "seed_data", "training_rows", "align_grid", "grid_cell", "select_cell", "arm_lr",
            "token_distribution", "sft", "style_switch_generations", "preference_sets", "evaluate_model",
            "alpha_grid", "run_seed", "run_experiment", "data_entropy_peak", "claim_values", "l2_data", "l2_sft",
            "judge_wer", "sample_candidates", "critique", "tdsc_round", "temperature_rows", "run_tdsc", "tdsc_claim_values"]
 
+# The alignment grid (align_lrs x align_checkpoints) and the TDSC learning rates are the declared
+# tuning grid of chapter.yml; dgsa_cell, dpo_cell, tdsc_lr and self_training_lr are the cells the
+# declared rule chose on pilot seeds 0-2 (the book profile's; a profile whose grid lacks a cell reads
+# the nearest grid point). Pilot means (seeds 0-2), PER rise / H_p gain over SFT: DGSA at (1e-5, 60)
+# +0.007 / +0.021 bits, its next cell (3e-5, 30) +0.025 / +0.108 (over the 0.02 tolerance); Standard
+# DPO at (3e-5, 30) +0.019 / +0.085. PER after two rounds: TDSC 0.184, 0.196, 0.295 and
+# Self-Training 0.212, 0.238, 0.277 at 3e-4, 1e-3, 3e-3.
 _COMMON = dict(world_seed=0, backbone_lr=3e-3, batch_size=16, sft_lr=3e-3, label_noise=0.1,
-               prompt_share=0.5, align_alpha=0.8, alpha_star=0.5, beta=0.1, align_lr=1e-4, batch_pairs=16,
+               prompt_share=0.5, align_alpha=0.8, alpha_star=0.5, beta=0.1, batch_pairs=16,
+               dgsa_cell=[1e-5, 60], dpo_cell=[3e-5, 30], tdsc_lr=3e-4, self_training_lr=3e-4, tdsc_dpo_lr=1e-4,
                temperature=1.0, l2_mapped_share=0.5, l2_substitution=0.05, judge_noise=0.0)
 EXPERIMENT_PROFILES = {
     "smoke": dict(seeds=[0], n_backbone=300, backbone_steps=30, sft_steps=15, n_real=40, n_syn_only=60, n_test=30,
-                  alphas=[0.0, 0.5, 0.8, 1.0], align_steps=5, sensitivity_lrs=[1e-5], sensitivity_seeds=1,
+                  alphas=[0.0, 0.5, 0.8, 1.0], align_lrs=[1e-4], align_checkpoints=[3, 5],
                   n_l2=60, l2_sft_steps=5, tdsc_iterations=1, tdsc_texts=4, tdsc_per_temperature=1, tdsc_sft_steps=2,
-                  tdsc_dpo_steps=2, tdsc_batch_pairs=4, **_COMMON),
-    "book": dict(seeds=[0, 1, 2], n_backbone=2000, backbone_steps=500, sft_steps=200, n_real=300, n_syn_only=1500,
-                 n_test=200, alphas=[0.0, 0.25, 0.5, 0.8, 1.0], align_steps=60, sensitivity_lrs=[1e-5], sensitivity_seeds=1,
+                  tdsc_dpo_steps=2, tdsc_batch_pairs=4, workers=1, **_COMMON),
+    "book": dict(seeds=[1000, 1001, 1002, 1003, 1004], n_backbone=2000, backbone_steps=500, sft_steps=200, n_real=300,
+                 n_syn_only=1500, n_test=200, alphas=[0.0, 0.25, 0.5, 0.8, 1.0], align_lrs=[1e-5, 3e-5, 1e-4],
+                 align_checkpoints=[30, 60, 120],
                  n_l2=1500, l2_sft_steps=100, tdsc_iterations=2, tdsc_texts=40, tdsc_per_temperature=4,
-                 tdsc_sft_steps=30, tdsc_dpo_steps=20, tdsc_batch_pairs=8, **_COMMON),
+                 tdsc_sft_steps=30, tdsc_dpo_steps=20, tdsc_batch_pairs=8, workers=2, **_COMMON),
     "paper": dict(seeds=[0, 1, 2, 3, 4], n_backbone=2000, backbone_steps=1500, sft_steps=400, n_real=300,
-                  n_syn_only=1500, n_test=500, alphas=[0.0, 0.1, 0.25, 0.4, 0.5, 0.6, 0.67, 0.8, 1.0], align_steps=150,
-                  sensitivity_lrs=[3e-5, 1e-5], sensitivity_seeds=5,
+                  n_syn_only=1500, n_test=500, alphas=[0.0, 0.1, 0.25, 0.4, 0.5, 0.6, 0.67, 0.8, 1.0],
+                  align_lrs=[1e-5, 3e-5, 1e-4], align_checkpoints=[30, 60, 120, 240],
                   n_l2=1500, l2_sft_steps=200, tdsc_iterations=5, tdsc_texts=200, tdsc_per_temperature=4,
-                  tdsc_sft_steps=60, tdsc_dpo_steps=60, tdsc_batch_pairs=16, **_COMMON),
+                  tdsc_sft_steps=60, tdsc_dpo_steps=60, tdsc_batch_pairs=16, workers=1, **_COMMON),
 }
 EXPERIMENT_BOUNDS = dict(world_seed=(0, None), n_backbone=(1, None), backbone_lr=(1e-8, None), batch_size=(1, None),
                          sft_lr=(1e-8, None), label_noise=(0.0, 1.0), prompt_share=(0.0, 1.0),
-                         align_alpha=(0.5, 0.95), alpha_star=(0.0, 0.95), beta=(1e-6, None), align_lr=(1e-8, None),
+                         align_alpha=(0.5, 0.95), alpha_star=(0.0, 0.95), beta=(1e-6, None), align_lrs=(1e-8, None),
+                         dgsa_cell=(1e-8, None), dpo_cell=(1e-8, None), tdsc_lr=(1e-8, None),
+                         self_training_lr=(1e-8, None), tdsc_dpo_lr=(1e-8, None),
                          batch_pairs=(1, None), temperature=(1e-3, None), backbone_steps=(1, None),
                          sft_steps=(1, None), n_real=(2, None), n_syn_only=(2, None), n_test=(1, None),
-                         alphas=(0.0, 1.0), align_steps=(1, None), sensitivity_lrs=(1e-8, None),
-                         sensitivity_seeds=(0, None), l2_mapped_share=(0.0, 1.0), l2_substitution=(0.0, 1.0),
+                         alphas=(0.0, 1.0), align_checkpoints=(1, None), l2_mapped_share=(0.0, 1.0), l2_substitution=(0.0, 1.0),
                          judge_noise=(0.0, 1.0), n_l2=(2, None), l2_sft_steps=(1, None), tdsc_iterations=(1, None),
                          tdsc_texts=(1, None), tdsc_per_temperature=(1, None), tdsc_sft_steps=(1, None),
-                         tdsc_dpo_steps=(0, None), tdsc_batch_pairs=(1, None))
+                         tdsc_dpo_steps=(0, None), tdsc_batch_pairs=(1, None), workers=(1, 16))
 
 
 def pretrain(cfg, progress=None) -> task.SpeechLM:
@@ -181,15 +194,54 @@ def evaluate_model(model, data: dict, cfg, seed: int) -> dict:
     return task.evaluate(generations, data["test_texts"], data["reference"]) | {"generations": generations}
 
 
-def _align_and_evaluate(sft_model, sets, method, weights, lr, data, cfg, seed) -> tuple[dict, list]:
-    """Stage 3 for one method (DGSA or Standard DPO) at learning rate ``lr``: its metrics row and
-    its test generations."""
-    used = {name: sets[name] for name in weights}
-    model, losses = align(sft_model, used, weights, steps=cfg.align_steps, batch_pairs=cfg.batch_pairs, lr=lr,
-                          beta=cfg.beta, seed=seed * 10 + ("dpo", "dgsa").index(method))
-    result = evaluate_model(model, data, cfg, seed)
-    generations = result.pop("generations")
-    return {"seed": seed, "method": method, "align_lr": lr, **result, "final_loss": float(losses[-10:].mean())}, generations
+def align_grid(sft_model, sets, weights: dict, data: dict, cfg, seed: int) -> tuple[list, dict]:
+    """Stage 3 on the declared grid: each method (Standard DPO, DGSA) trained once per learning rate
+    of ``cfg.align_lrs`` for ``max(cfg.align_checkpoints)`` steps, the same pairs and batch draws for
+    every learning rate; after each step count of ``cfg.align_checkpoints`` the model is evaluated
+    on the test texts (:func:`evaluate_model`) and its preference accuracy on its own training
+    pairs is measured (:func:`method.preference_accuracy`, mean over its sets). Returns one row per
+    (method, learning rate, steps) and the generations of every cell."""
+    rows, generations = [], {}
+    for method, weight in weights.items():
+        used = {name: sets[name] for name in weight}
+        for lr in cfg.align_lrs:
+            def record(step, model, reference, method=method, lr=lr, used=used):
+                result = evaluate_model(model, data, cfg, seed)
+                generations[(method, lr, step)] = result.pop("generations")
+                where = next(model.parameters()).device
+                accuracy = {name: preference_accuracy(model, pairs.to(where), reference[name])
+                            for name, pairs in used.items()}
+                rows.append({"seed": seed, "method": method, "align_lr": lr, "steps": step, **result,
+                             "pref_acc": float(np.mean(list(accuracy.values()))),
+                             **{f"pref_acc_{name}": value for name, value in accuracy.items()}})
+
+            align(sft_model, used, weight, steps=max(cfg.align_checkpoints), batch_pairs=cfg.batch_pairs, lr=lr,
+                  beta=cfg.beta, seed=seed * 10 + ("dpo", "dgsa").index(method), checkpoints=cfg.align_checkpoints,
+                  on_checkpoint=record)
+    return rows, generations
+
+
+def grid_cell(cfg, cell) -> tuple[float, int]:
+    """The grid point nearest to ``cell`` = (learning rate, steps): the cell itself at the book
+    profile, whose grid holds it; the nearest learning rate (in log) and step count elsewhere."""
+    lr = min(cfg.align_lrs, key=lambda v: abs(np.log(v) - np.log(cell[0])))
+    steps = min(cfg.align_checkpoints, key=lambda v: abs(v - cell[1]))
+    return float(lr), int(steps)
+
+
+def select_cell(grid: pd.DataFrame, sft_rows: pd.DataFrame, method: str, tolerance: float = 0.02) -> tuple:
+    """The declared selection rule, for one method over a grid of pilot seeds: the (learning rate,
+    steps) cell with the largest mean H_p gain over SFT among the cells whose mean PER rise over SFT
+    is at most ``tolerance``; if none qualifies, the cell with the smallest mean PER rise. Returns
+    (learning rate, steps, the table of mean gains per cell)."""
+    sft = sft_rows.set_index("seed")
+    rows = grid[grid.method == method].copy()
+    rows["per_rise"] = rows["per"].to_numpy() - sft.loc[rows.seed, "per"].to_numpy()
+    rows["hp_gain"] = rows["hp"].to_numpy() - sft.loc[rows.seed, "hp"].to_numpy()
+    table = rows.groupby(["align_lr", "steps"])[["per_rise", "hp_gain", "pref_acc"]].mean()
+    ok = table[table.per_rise <= tolerance]
+    best = ok.hp_gain.idxmax() if len(ok) else table.per_rise.idxmin()
+    return float(best[0]), int(best[1]), table
 
 
 def alpha_grid(cfg) -> list[float]:
@@ -201,9 +253,9 @@ def alpha_grid(cfg) -> list[float]:
 def run_seed(backbone, cfg, seed: int) -> dict:
     """One seed: the alpha sweep (SFT from the backbone at every alpha, evaluated on the test texts
     without a prompt at temperature 1), then at ``align_alpha`` DGSA and Standard DPO from that SFT
-    model; on the first ``sensitivity_seeds`` seeds both again at each of ``sensitivity_lrs`` (an
-    exploration added after the declared runs, not judged); last, TDSC and Self-Training on the
-    second language (:func:`run_tdsc`). Returns rows ``sweep``, ``aligned``, ``sensitivity``,
+    model on the declared grid (:func:`align_grid`), read at the chosen cells (DGSA and the
+    one-factor Standard DPO at ``dgsa_cell``, the tuned Standard DPO at ``dpo_cell``); last, TDSC and Self-Training on the
+    second language (:func:`run_tdsc`). Returns rows ``sweep``, ``aligned``, ``grid``,
     ``tdsc`` and ``tdsc_temperatures``, statistics of the preference pairs, the token distributions
     and samples."""
     seed_everything(seed)
@@ -226,18 +278,16 @@ def run_seed(backbone, cfg, seed: int) -> dict:
     sets = preference_sets(data, generations)
     lambda_s, lambda_e = dgsa_weights(cfg.align_alpha, cfg.alpha_star)
     weights = {"dpo": {"expr": 1.0}, "dgsa": {"stab": lambda_s, "expr": lambda_e}}
-    sensitivity = []
+    grid, grid_generations = align_grid(sft_model, sets, weights, data, cfg, seed)
+    frame = pd.DataFrame(grid).set_index(["method", "align_lr", "steps"])
     aligned = [{"seed": seed, "method": "sft", **results[cfg.align_alpha]}]
     samples["sft"] = samples[f"sft@{cfg.align_alpha:g}"]
-    for method in ("dpo", "dgsa"):
-        row, samples[method] = _align_and_evaluate(sft_model, sets, method, weights[method], cfg.align_lr, data,
-                                                   cfg, seed)
-        aligned.append(row)
-    if seed in cfg.seeds[: cfg.sensitivity_seeds]:
-        for lr in cfg.sensitivity_lrs:
-            for method in ("dpo", "dgsa"):
-                sensitivity.append(_align_and_evaluate(sft_model, sets, method, weights[method], lr, data, cfg,
-                                                       seed)[0])
+    dgsa_cell, dpo_cell = grid_cell(cfg, cfg.dgsa_cell), grid_cell(cfg, cfg.dpo_cell)
+    for name, method, cell in (("dgsa", "dgsa", dgsa_cell), ("dpo", "dpo", dgsa_cell),
+                               ("dpo_tuned", "dpo", dpo_cell)):
+        aligned.append({"seed": seed, "method": name, "align_lr": cell[0], "steps": cell[1],
+                        **frame.loc[(method, *cell)].to_dict()} | {"seed": seed})
+        samples[name] = grid_generations[(method, *cell)]
     pairs = {"expr_per": float(np.mean([task.per(y, r["spoken"]) for y, r in zip(generations["expr"], data["real"])])),
              "stab_per": float(np.mean([task.per(y, r["spoken"]) for y, r in zip(generations["stab"], data["real"])])),
              "expr_hp": task.prosodic_entropy(generations["expr"]),
@@ -249,23 +299,39 @@ def run_seed(backbone, cfg, seed: int) -> dict:
              "seconds": time.perf_counter() - start}
     tdsc = run_tdsc(backbone, cfg, seed)
     samples |= tdsc["samples"]
-    return {"sweep": sweep, "aligned": aligned, "sensitivity": sensitivity, "pairs": {"seed": seed, **pairs},
+    return {"sweep": sweep, "aligned": aligned, "grid": grid, "pairs": {"seed": seed, **pairs},
             "samples": samples, "p_real": p_real, "p_syn": p_syn, "tdsc": tdsc["rows"],
             "tdsc_temperatures": tdsc["temperatures"]}
 
 
+def _seed_job(state: dict, cfg, seed: int) -> dict:
+    """:func:`run_seed` in a worker process, on one thread, from the backbone's weights."""
+    with compute_threads(1):
+        backbone = task.make_lm(cfg.world_seed)
+        backbone.load_state_dict(state)
+        return run_seed(backbone.to(model_device(cfg.profile)), cfg, seed)
+
+
 def run_experiment(cfg, progress=None) -> dict:
-    """The backbone once, then :func:`run_seed` for every seed, on one thread. Returns data frames
-    ``sweep``, ``aligned``, ``sensitivity``, ``pairs``, ``tdsc`` and ``tdsc_temperatures``, per-seed
+    """The backbone once, then :func:`run_seed` for every seed, on one thread per process:
+    ``cfg.workers`` processes over the seeds (capped by $REPLIB_MAX_THREADS; a seed's numbers do
+    not depend on the process it runs in, every random stream being seeded per seed). Returns data frames
+    ``sweep``, ``aligned``, ``grid``, ``pairs``, ``tdsc`` and ``tdsc_temperatures``, per-seed
     ``samples`` and token distributions, and timings."""
     with compute_threads(1):
         start = time.perf_counter()
         backbone = pretrain(cfg)
         backbone_seconds = time.perf_counter() - start
-        runs = [run_seed(backbone, cfg, seed) for seed in (progress(cfg.seeds) if progress else cfg.seeds)]
+        workers = min(thread_budget(getattr(cfg, "workers", 1)), len(cfg.seeds))
+        if workers > 1:
+            state = {k: v.cpu() for k, v in backbone.state_dict().items()}
+            with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+                runs = list(pool.map(_seed_job, [state] * len(cfg.seeds), [cfg] * len(cfg.seeds), cfg.seeds))
+        else:
+            runs = [run_seed(backbone, cfg, seed) for seed in (progress(cfg.seeds) if progress else cfg.seeds)]
     return {"sweep": pd.DataFrame([row for r in runs for row in r["sweep"]]),
             "aligned": pd.DataFrame([row for r in runs for row in r["aligned"]]),
-            "sensitivity": pd.DataFrame([row for r in runs for row in r["sensitivity"]]),
+            "grid": pd.DataFrame([row for r in runs for row in r["grid"]]),
             "pairs": pd.DataFrame([r["pairs"] for r in runs]),
             "tdsc": pd.DataFrame([row for r in runs for row in r["tdsc"]]),
             "tdsc_temperatures": pd.DataFrame([row for r in runs for row in r["tdsc_temperatures"]]),
@@ -338,16 +404,27 @@ def sample_candidates(model, texts: list[np.ndarray], temperatures, per_temperat
             "rung": np.array(rung)}
 
 
-def critique(candidates: dict, texts: list[np.ndarray], cfg, rng: np.random.Generator) -> dict:
+def critique(candidates: dict, texts: list[np.ndarray], cfg, rng: np.random.Generator, exact: bool = False) -> dict:
     """Step 2 on every candidate: the judge's WER, R_rep, length and its verdict C(y)
-    (:func:`self_critique` at the paper's thresholds), and the candidate's own token entropy."""
+    (:func:`self_critique` at the paper's thresholds; ``exact``: only candidates with WER = 0 pass,
+    the headroom arm's judge), and the candidate's own token entropy."""
     speech, which = candidates["speech"], candidates["text"]
     wer = np.array([judge_wer(y, texts[i], cfg.judge_noise, rng) for y, i in zip(speech, which)])
     rep = np.array([task.repetition_rate([y]) for y in speech])
     length = np.array([len(y) for y in speech])
-    accepted, shape_ok = self_critique(wer, rep, length, [len(texts[i]) for i in which])
+    accepted, shape_ok = self_critique(wer, rep, length, [len(texts[i]) for i in which],
+                                       **({"tau_w": 1e-9} if exact else {}))
     return {"wer": wer, "accepted": accepted, "shape_ok": shape_ok,
             "spread": np.array([task.prosodic_entropy([y]) for y in speech])}
+
+
+ARMS = ("tdsc", "self_training", "exact_judge")
+
+
+def arm_lr(cfg, arm: str) -> float:
+    """The SFT learning rate of an arm's rounds: TDSC's chosen one, or Self-Training's (which the
+    exact-judge arm shares)."""
+    return cfg.tdsc_lr if arm == "tdsc" else cfg.self_training_lr
 
 
 def tdsc_round(model, texts: list[np.ndarray], k: int, arm: str, cfg, seed: int):
@@ -355,13 +432,14 @@ def tdsc_round(model, texts: list[np.ndarray], k: int, arm: str, cfg, seed: int)
     :func:`temperature_ladder`'s three temperatures, the judge, SFT on the accepted set G and DPO on
     the (y_w, y_l) pairs (:func:`tdsc_update`). "self_training" (the baseline, details proposed):
     as many candidates, all at T = 1, the same judge, SFT on the accepted ones for as many steps as
-    TDSC's SFT and DPO together. Returns the new model, the round's statistics and (tdsc) one row per
+    TDSC's SFT and DPO together. "exact_judge" (the headroom arm): Self-Training with the same
+    candidates (the same random stream) and a judge that accepts only exact ones. Returns the new model, the round's statistics and (tdsc) one row per
     temperature (the paper's Table 9)."""
-    offset = ("tdsc", "self_training").index(arm)
+    offset = min(ARMS.index(arm), 1)  # the exact-judge arm draws Self-Training's candidates
     temperatures = temperature_ladder(k, cfg.tdsc_iterations) if arm == "tdsc" else (1.0,)
     per_temperature = cfg.tdsc_per_temperature * (1 if arm == "tdsc" else len(temperature_ladder(k, cfg.tdsc_iterations)))
     candidates = sample_candidates(model, texts, temperatures, per_temperature, seed * 1000 + 100 + 10 * k + 5 * offset)
-    judged = critique(candidates, texts, cfg, np.random.default_rng([seed, 21, k, offset]))
+    judged = critique(candidates, texts, cfg, np.random.default_rng([seed, 21, k, offset]), exact=arm == "exact_judge")
     accepted = np.flatnonzero(judged["accepted"])
     rows = [{"text": texts[candidates["text"][i]], "speech": candidates["speech"][i], "prompt": np.zeros(0, int)}
             for i in accepted]
@@ -379,8 +457,9 @@ def tdsc_round(model, texts: list[np.ndarray], k: int, arm: str, cfg, seed: int)
             pairs = PreferenceSet(win[0], win[1], lose[0], lose[1])
     sft_steps = cfg.tdsc_sft_steps + (0 if arm == "tdsc" else cfg.tdsc_dpo_steps)
     if rows:
-        model = tdsc_update(model, task.batches(rows, cfg.batch_size), pairs, sft_steps=sft_steps, sft_lr=cfg.sft_lr,
-                            dpo_steps=cfg.tdsc_dpo_steps, batch_pairs=cfg.tdsc_batch_pairs, dpo_lr=cfg.align_lr,
+        model = tdsc_update(model, task.batches(rows, cfg.batch_size), pairs, sft_steps=sft_steps,
+                            sft_lr=arm_lr(cfg, arm), dpo_steps=cfg.tdsc_dpo_steps, batch_pairs=cfg.tdsc_batch_pairs,
+                            dpo_lr=cfg.tdsc_dpo_lr,
                             beta=cfg.beta, seed=seed * 1000 + 200 + 10 * k + offset)
     stats = {"pass_rate": float(judged["accepted"].mean()), "accepted": int(len(accepted)), "pairs": len(chosen),
              "t_max": float(max(temperatures)),
@@ -409,10 +488,10 @@ def temperature_rows(candidates: dict, judged: dict) -> list[dict]:
     return rows
 
 
-def run_tdsc(backbone, cfg, seed: int) -> dict:
-    """TDSC and Self-Training on the second language for one seed: the synthetic-only SFT model
-    (:func:`l2_sft`), then ``tdsc_iterations`` rounds of each arm from it (:func:`tdsc_round`, the
-    same fresh texts per round for both), every model evaluated on the L2 test texts against
+def run_tdsc(backbone, cfg, seed: int, arms=ARMS) -> dict:
+    """TDSC, Self-Training and the exact-judge headroom arm (``arms``) on the second language for
+    one seed: the synthetic-only SFT model (:func:`l2_sft`), then ``tdsc_iterations`` rounds of each
+    arm from it (:func:`tdsc_round`, the same fresh texts per round for all), every model evaluated on the L2 test texts against
     held-out real L2 speech (:func:`evaluate_model`). Returns rows per arm and iteration (iteration
     0 is the SFT model), the per-temperature rows of TDSC and the final test samples."""
     begin = time.perf_counter()
@@ -421,7 +500,7 @@ def run_tdsc(backbone, cfg, seed: int) -> dict:
     start = evaluate_model(base, data, cfg, seed) | {"seconds": time.perf_counter() - begin}
     samples = {"l2_sft": start.pop("generations")}
     rows, temperatures = [], []
-    for arm in ("tdsc", "self_training"):
+    for arm in arms:
         rows.append({"seed": seed, "arm": arm, "iteration": 0, **start})
         model = base
         for k, texts in enumerate(data["rounds"], start=1):
@@ -454,18 +533,21 @@ def claim_values(results: dict, cfg) -> dict:
         hp = sweep["hp"]
         peak = hp[[a for a in (0.25, 0.5) if a in hp.index]].max()
         sft_row, dpo, dgsa = aligned.loc["sft"], aligned.loc["dpo"], aligned.loc["dgsa"]
+        dpo_tuned = aligned.loc["dpo_tuned"]
         values[seed] = {
             "p1_sft_learns": float(sweep.loc[cfg.align_alpha, "per"]),
             "d1_data_entropy_peak": data_entropy_peak(*results["distributions"][seed])[1],
-            "h1_per_falls": float(spearmanr(sweep.index, sweep["per"]).statistic),
-            "h2_hp_rises": float(peak - hp.loc[0.0]),
-            "h3_hp_falls_at_one": float(peak - hp.loc[1.0]),
-            "h4_hp_falls_at_80": float(peak - hp.loc[0.8]),
+            "p3_dgsa_converges": float(dgsa["pref_acc"]),
+            "e1_per_falls": float(spearmanr(sweep.index, sweep["per"]).statistic),
+            "e2_hp_rises": float(peak - hp.loc[0.0]),
+            "e3_hp_falls_at_one": float(peak - hp.loc[1.0]),
+            "e4_hp_falls_at_80": float(peak - hp.loc[0.8]),
             "h5_dgsa_keeps_per": float(dgsa["per"] - sft_row["per"]),
             "h6_dgsa_raises_hp": float(dgsa["hp"] - sft_row["hp"]),
             "m1_dpo_loses_per": float(dpo["per"] - dgsa["per"]),
             "m2_dpo_raises_hp": float(dpo["hp"] - sft_row["hp"]),
-            "m3_dgsa_closer_to_real": float(dgsa["js"] - sft_row["js"]),
+            "d2_dgsa_closer_to_real": float(dgsa["js"] - sft_row["js"]),
+            "x5_tuned_dgsa_over_tuned_dpo": float(dgsa["hp"] - dpo_tuned["hp"]),
             "x1_dgsa_repetition": float(100 * (dgsa["rep"] - sft_row["rep"])),
             "x2_peak_alpha": float(hp.idxmax()),
         } | tdsc_claim_values(results["tdsc"][results["tdsc"].seed == seed])
@@ -479,9 +561,11 @@ def tdsc_claim_values(rows: pd.DataFrame) -> dict:
     rate at its last iteration against its first."""
     tdsc = rows[rows.arm == "tdsc"].set_index("iteration").sort_index()
     self_training = rows[rows.arm == "self_training"].set_index("iteration").sort_index()
+    exact = rows[rows.arm == "exact_judge"].set_index("iteration").sort_index()
     base, last, st = tdsc.loc[0], tdsc.iloc[-1], self_training.iloc[-1]
     at_two = tdsc.loc[min(2, tdsc.index.max())]
     return {"p2_l2_sft_learns": float(base["per"]),
+            "p4_tdsc_headroom": float(exact.loc[min(2, exact.index.max()), "per"] / base["per"]),
             "h7_tdsc_lowers_per": float(at_two["per"] / base["per"]),
             "h8_tdsc_beats_self_training": float(last["per"] - st["per"]),
             "h9_tdsc_hp_over_self_training": float(last["hp"] - st["hp"]),

@@ -7,7 +7,8 @@ iteration's two updates.
 Contents: :func:`entropy`, :func:`cross_entropy`, :func:`mixture_entropy` (H(p_alpha)),
 :func:`mixture_entropy_slope` (dH/dalpha, App. B's Eq. 24; Eq. 22 has the sign flipped),
 :func:`endpoint_slopes` (H'(0), H'(1)), :func:`dgsa_weights` (the lambda_s / lambda_e schedule),
-:func:`dpo_loss` (L_DPO), :class:`PreferenceSet`, :func:`set_logprobs`, :func:`dgsa_loss`
+:func:`dpo_loss` (L_DPO), :class:`PreferenceSet`, :func:`set_logprobs`, :func:`joint_logprobs` (several sets in one forward pass),
+:func:`preference_accuracy` (the share of pairs with Delta > 0), :func:`dgsa_loss`
 (L_DGSA = lambda_s L_DPO(T_stab) + lambda_e L_DPO(T_expr)) and :func:`align` (stage 3: AdamW on
 L_DGSA against the frozen SFT reference; Standard DPO is the same call with T_expr alone); and TDSC
 (Sec. 4): :func:`temperature_ladder` (step 1's temperatures and their curriculum),
@@ -25,7 +26,7 @@ import torch
 from torch.nn import functional as F
 
 __all__ = ["entropy", "cross_entropy", "mixture_entropy", "mixture_entropy_slope", "endpoint_slopes",
-           "dgsa_weights", "dpo_loss", "PreferenceSet", "set_logprobs", "dgsa_loss", "align", "temperature_ladder",
+           "dgsa_weights", "dpo_loss", "PreferenceSet", "set_logprobs", "joint_logprobs", "preference_accuracy", "dgsa_loss", "align", "temperature_ladder",
            "self_critique", "tdsc_pair", "tdsc_update"]
 
 
@@ -114,10 +115,36 @@ class PreferenceSet:
 
 def set_logprobs(model, pairs: PreferenceSet) -> tuple[torch.Tensor, torch.Tensor]:
     """(log pi(y+|x), log pi(y-|x)) of every pair, summed over the scored tokens."""
+    return joint_logprobs(model, [pairs])[0]
+
+
+def joint_logprobs(model, sets: list[PreferenceSet]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """:func:`set_logprobs` of several preference sets in one forward pass: every winner and loser
+    right-padded (with PAD = 0, masked out) to one width and scored together. Padding comes last and
+    attention is causal, so each sequence's log-probability is the one it has alone (a speed-up
+    only: one batch of 4 x 16 sequences instead of four of 16)."""
     from replib.models.causal_lm import sequence_logprob  # transformers loads only when needed
 
-    return (sequence_logprob(model, pairs.winner_ids, pairs.winner_mask),
-            sequence_logprob(model, pairs.loser_ids, pairs.loser_mask))
+    parts = [t for pairs in sets for t in ((pairs.winner_ids, pairs.winner_mask), (pairs.loser_ids, pairs.loser_mask))]
+    width = max(ids.shape[1] for ids, _ in parts)
+    ids = torch.cat([F.pad(ids, (0, width - ids.shape[1])) for ids, _ in parts])
+    mask = torch.cat([F.pad(mask, (0, width - mask.shape[1])) for _, mask in parts])
+    scores = sequence_logprob(model, ids, mask).split([p[0].shape[0] for p in parts])
+    return [(scores[2 * i], scores[2 * i + 1]) for i in range(len(sets))]
+
+
+@torch.no_grad()
+def preference_accuracy(model, pairs: PreferenceSet, reference: tuple[torch.Tensor, torch.Tensor],
+                        chunk: int = 256) -> float:
+    """The share of pairs the model ranks right against the reference: Delta_theta > 0, where
+    Delta_theta = log pi(y+)/pi_ref(y+) - log pi(y-)/pi_ref(y-) is DPO's implicit reward margin (0 for
+    every pair at the start, when pi = pi_ref)."""
+    deltas = []
+    for start in range(0, len(pairs), chunk):
+        rows = torch.arange(start, min(start + chunk, len(pairs)), device=pairs.winner_ids.device)
+        logp_w, logp_l = set_logprobs(model, pairs.subset(rows))
+        deltas.append((logp_w - reference[0][rows]) - (logp_l - reference[1][rows]))
+    return float((torch.cat(deltas) > 0).float().mean())
 
 
 def dgsa_loss(model, batches: dict[str, tuple[PreferenceSet, torch.Tensor, torch.Tensor]],
@@ -126,20 +153,24 @@ def dgsa_loss(model, batches: dict[str, tuple[PreferenceSet, torch.Tensor, torch
     name to (pairs, reference log-probs of the winners, of the losers); ``weights`` to its lambda.
     A set of weight 0 is skipped."""
     total = torch.zeros((), device=next(model.parameters()).device)
-    for name, weight in weights.items():
-        if weight > 0:
-            pairs, ref_w, ref_l = batches[name]
-            logp_w, logp_l = set_logprobs(model, pairs)
-            total = total + weight * dpo_loss(logp_w, logp_l, ref_w, ref_l, beta)
+    used = [name for name, weight in weights.items() if weight > 0]
+    if not used:
+        return total
+    for name, (logp_w, logp_l) in zip(used, joint_logprobs(model, [batches[name][0] for name in used])):
+        _, ref_w, ref_l = batches[name]
+        total = total + weights[name] * dpo_loss(logp_w, logp_l, ref_w, ref_l, beta)
     return total
 
 
 def align(sft_model, sets: dict[str, PreferenceSet], weights: dict[str, float], *, steps: int,
-          batch_pairs: int, lr: float, beta: float, seed: int) -> tuple[torch.nn.Module, np.ndarray]:
+          batch_pairs: int, lr: float, beta: float, seed: int, checkpoints=(),
+          on_checkpoint=None) -> tuple[torch.nn.Module, np.ndarray]:
     """Stage 3: a copy of ``sft_model`` trained for ``steps`` AdamW steps on :func:`dgsa_loss`
     (``batch_pairs`` pairs drawn per set per step), with the frozen SFT model as pi_ref. DGSA is
-    ``weights = {"stab": lambda_s, "expr": lambda_e}``; Standard DPO is ``{"expr": 1}``. Returns the
-    aligned model and the loss of every step."""
+    ``weights = {"stab": lambda_s, "expr": lambda_e}``; Standard DPO is ``{"expr": 1}``. After each
+    step count in ``checkpoints``, ``on_checkpoint(step, model, reference)`` is called with the model
+    in eval mode (the trajectory of the grid: one run gives every step count of the grid).
+    Returns the aligned model and the loss of every step."""
     where = next(sft_model.parameters()).device
     sets = {name: pairs.to(where) for name, pairs in sets.items()}
     with torch.no_grad():
@@ -158,6 +189,10 @@ def align(sft_model, sets: dict[str, PreferenceSet], weights: dict[str, float], 
         loss.backward()
         optimiser.step()
         losses[step] = loss.item()
+        if on_checkpoint is not None and step + 1 in checkpoints:
+            model.eval()
+            on_checkpoint(step + 1, model, reference)
+            model.train()
     return model.eval(), losses
 
 
