@@ -264,7 +264,7 @@ print(f"DGSA loss {losses[0]:.4f} -> {losses[-1]:.4f} in {n_align_steps} steps; 
 # %% [markdown]
 # Two helpers of the experiment. `joint_logprobs` scores the winners and losers of both sets in one
 # forward pass (right padding is invisible to a causal model, so each sequence gets the
-# log-probability it has alone; a speed-up only), and `preference_accuracy` is the convergence
+# log-probability it has alone; it batches the forward passes and changes no number), and `preference_accuracy` is the convergence
 # check of the experiment: the share of a set's pairs on which the aligned model's implicit reward
 # margin $\Delta_\theta$ is positive (0 at the start, where $\pi_\theta=\pi_{ref}$ and every $\Delta$ is 0).
 
