@@ -210,7 +210,11 @@ def _hand_results():
                                      online_success=em - 0.3, em_ambiguous=0.9, type_error_share=0.4 + shift))
     pretrain = pd.DataFrame([dict(seed=s, policy="base", device=d, em=0.8 + 0.1 * s + (0.02 if d == "tablet" else 0))
                              for s in (0, 1) for d in ("phone", "tablet")])
-    return {"evals": pd.DataFrame(rows), "pretrain": pretrain}, SimpleNamespace(seeds=[0, 1], sizes=sizes)
+    training = pd.DataFrame([dict(seed=s, method=m, n=n, val_curve=[0.5, 0.6, 0.7, 0.8, 0.85, 0.86 + 0.01 * s,
+                                                                    0.87, 0.88 + (0.02 if m == "rft" else 0.0)])
+                             for s in (0, 1) for m in ("sft", "rft") for n in sizes])
+    return ({"evals": pd.DataFrame(rows), "pretrain": pretrain, "training": training},
+            SimpleNamespace(seeds=[0, 1], sizes=sizes))
 
 
 def test_claim_values_by_hand():
@@ -222,6 +226,11 @@ def test_claim_values_by_hand():
         v = values[seed]
         assert v["p1_base_learns"] == pytest.approx(0.81 + 0.1 * seed)
         assert v["p2_base_leaves_room"] == pytest.approx(0.6 + shift)
+        assert v["p3_unseen_app_shift"] == pytest.approx(10.0)  # base in-domain 0.6, unseen app 0.5
+        # the last quarter of 8 epochs: epoch 6 (0.86 + 0.01 seed) to epoch 8
+        assert v["p4a_sft_converged"] == pytest.approx(100 * (0.88 - 0.86 - 0.01 * seed))
+        assert v["p4b_rft_converged"] == pytest.approx(100 * (0.90 - 0.86 - 0.01 * seed))
+        assert v["m3_val_em_sft_rft"] == pytest.approx(2.0)
         assert v["h1_rft_beats_sft_unseen_app"] == pytest.approx(4.0)  # 0.02 * i at N = 128 (i = 2)
         assert v["h2_gap_larger_unseen_than_in_domain"] == pytest.approx(4.0 - 1.0)
         # RFT - SFT on unseen apps is 2 i points at log2 N = 3, 5, 7, 10: slope of 2 i on log2 N
@@ -339,7 +348,7 @@ def test_sft_update_is_an_sgd_step_on_the_token_cross_entropy(small):
 def test_rft_update_first_epoch_descends_and_second_epoch_uses_the_old_policy(small):
     """rft_update with plain SGD and two epochs, against a hand-written GRPO/DAPO: samples and rewards recorded,
     A = (R - mean) / (std + 1e-6) per group; epoch 1 (rho = 1) is a step along the token-averaged policy gradient
-    and raises the log-probability of each group's best-rewarded sample; epoch 2 takes the clipped objective with
+    and raises the token-averaged surrogate sum A_i log p_i / sum |o_i|; epoch 2 takes the clipped objective with
     the *old* (pre-update) log-probabilities, so rho != 1 and the returned loss is that of epoch 2."""
     import copy
 
@@ -371,8 +380,9 @@ def test_rft_update_first_epoch_descends_and_second_epoch_uses_the_old_policy(sm
     logp = ref.token_logprobs(sub, seen["actions"])[0]
     _sgd_step(params, -(adv[:, None] * logp * mask).sum() / mask.sum(), lr)  # epoch 1: rho = 1
     after1 = ref.token_logprobs(sub, seen["actions"])[0].detach()
-    best = r.reshape(-1) == r.max(1).repeat(G)
-    assert np.all(((after1 - old) * mask).sum(1).numpy()[best] > 0)
+    # the documented objective (the token-averaged surrogate at rho = 1) rises with the first step
+    surrogate = lambda lp: float((adv[:, None] * lp * mask).sum() / mask.sum())  # noqa: E731
+    assert surrogate(after1) > surrogate(old) + 1e-3
     new = ref.token_logprobs(sub, seen["actions"])[0]
     assert (torch.exp(new.detach() - old) - 1).abs().max() > 0.05  # the second epoch is off-policy
     loss2 = _hand_dapo(new, old, adv, mask, 0.2, 0.3)
@@ -393,19 +403,113 @@ def test_fine_tune_sft_steps_are_sgd_on_the_seeded_minibatches(small, monkeypatc
     rows = task.record_episodes(world, tasks[:4], "phone")
     base = task.GUIPolicy(hidden=16, seed=0)
     ref, untouched = copy.deepcopy(base), copy.deepcopy(base)
-    cfg = SimpleNamespace(ft_lr=0.05, ft_steps=2, batch_states=5)
+    cfg = SimpleNamespace(sft_lr=0.05, ft_epochs=1, batch_states=len(rows["step"]) // 2, rft_epochs=2)
+    total = experiment.ft_steps(len(rows["step"]), cfg)
+    assert total == 2  # one epoch of two half-size minibatches
     policy, log = experiment.fine_tune_sft(base, rows, cfg, seed=3)
+    assert log["steps"] == 2
     obs = task.observe(rows)
     gen = torch.Generator().manual_seed(3 + 101)
     losses = []
-    for _ in range(2):
-        idx = torch.randint(len(rows["step"]), (5,), generator=gen)
+    for _ in range(total):
+        idx = torch.randint(len(rows["step"]), (cfg.batch_states,), generator=gen)
         logp, mask = ref.token_logprobs({k: v[idx] for k, v in obs.items()}, rows["action"][idx.numpy()])
         loss = -(logp * mask).sum() / mask.sum()
         losses.append(float(loss.detach()))
-        _sgd_step(list(ref.parameters()), loss, cfg.ft_lr)
+        _sgd_step(list(ref.parameters()), loss, cfg.sft_lr)
     assert log["final_loss"] == pytest.approx(np.mean(losses), rel=1e-6)
     for a, b in zip(policy.parameters(), ref.parameters()):
         assert torch.allclose(a, b, atol=1e-7)
     for a, b in zip(base.parameters(), untouched.parameters()):
         assert torch.equal(a, b)
+
+
+# ---- the rework of issue 40: epochs, rates, the unseen family, the fast pieces -------------------
+
+def test_ft_steps_are_fixed_epochs_and_equal_for_both_methods():
+    cfg = SimpleNamespace(ft_epochs=8, batch_states=16, rft_epochs=2)
+    assert experiment.ft_steps(48, cfg) == 24  # 8 * 48 / 16
+    assert experiment.ft_steps(6000, cfg) == 3000
+    assert experiment.ft_steps(7, cfg) == 4  # ceil(56 / 16) = 4, even
+    assert experiment.ft_steps(5, cfg) == 4  # ceil(40 / 16) = 3, rounded up to an even number
+    assert experiment._checkpoints(24, cfg) == {3, 6, 9, 12, 15, 18, 21, 24}
+
+
+def test_fine_tune_arms_use_their_own_rate_and_the_same_steps(small, monkeypatch):
+    world, tasks = small
+    rows = task.record_episodes(world, tasks[:4], "phone")
+    rates = []
+    real_adam = torch.optim.Adam
+
+    def spy(params, lr=1e-3, **kw):
+        rates.append(lr)
+        return real_adam(params, lr=lr, **kw)
+
+    monkeypatch.setattr(torch.optim, "Adam", spy)
+    cfg = SimpleNamespace(sft_lr=0.002, rft_lr=0.0007, ft_epochs=2, batch_states=4, rft_epochs=2, candidate_states=8,
+                          group_size=4, max_rounds=2, eps_low=0.2, eps_high=0.3)
+    base = task.GUIPolicy(hidden=16, seed=0)
+    val = task.record_episodes(world, tasks[4:6], "phone")
+    _, sft_log = experiment.fine_tune_sft(base, rows, cfg, seed=0, val_rows=val)
+    _, rft_log = experiment.fine_tune_rft(base, rows, cfg, seed=0, val_rows=val)
+    assert rates == [0.002, 0.0007]
+    assert sft_log["steps"] == rft_log["steps"] == experiment.ft_steps(len(rows["step"]), cfg)
+    assert len(sft_log["val_curve"]) == len(rft_log["val_curve"]) == cfg.ft_epochs
+
+
+def test_fast_reward_equals_the_kit_form_reward(small):
+    world, tasks = small
+    rows = task.record_episodes(world, tasks, "phone")
+    rng = np.random.default_rng(0)
+    n = len(rows["step"])
+    actions = rows["action"].copy()
+    # perturb: random types, random clicks near and far, wrong words, wrong letters, wrong directions
+    sizes = {task.OPEN: (16, 16), task.CLICK: (task.N_BINS, task.N_BINS), task.SCROLL: (4, 0), task.TYPE: (16, 0)}
+    for j in range(n):  # keep the reference, change its arguments, or draw a random action of a random type
+        u = rng.random()
+        if u < 0.3:
+            continue
+        kind = int(actions[j, 0]) if u < 0.65 else int(rng.integers(0, 5))
+        if kind == task.STOP:
+            actions[j] = [kind, -1, -1]
+            continue
+        a, b = sizes[kind]
+        actions[j] = [kind, rng.integers(0, a), rng.integers(0, b) if b else -1]
+    want = method.action_reward(task.to_kit(actions), task.gt_kit(rows))
+    got = experiment.fast_reward(actions, rows["action"], rows["box"])
+    assert np.array_equal(got, want)
+    assert set(np.unique(want)) == {0.0, 1.0, 2.0}
+
+
+def test_mixture_sampling_matches_the_click_table(small):
+    """The non-greedy click draw (element, then x, then y) has the distribution of the full table
+    p(x, y) = sum_k a_k q_k(x) q_k(y), and every head is drawn from its own distribution."""
+    world, tasks = small
+    rows = task.record_episodes(world, tasks, "phone")
+    i = int(np.flatnonzero(rows["action"][:, 0] == task.CLICK)[0])
+    reps = 20000
+    obs = {k: v[[i] * reps] for k, v in task.observe(rows).items()}
+    policy = task.GUIPolicy(seed=2)
+    with torch.no_grad():
+        table = policy(task.observe(rows, idx=[i]))
+    actions = policy.sample(obs, torch.Generator().manual_seed(0))
+    kind_freq = np.bincount(actions[:, 0], minlength=5) / reps
+    assert np.abs(kind_freq - table["kind"][0].exp().numpy()).max() < 0.015
+    clicks = actions[actions[:, 0] == task.CLICK]
+    x_freq = np.bincount(clicks[:, 1], minlength=task.N_BINS) / len(clicks)
+    x_want = table["point"][0].exp().reshape(task.N_BINS, task.N_BINS).sum(1).numpy()
+    assert np.abs(x_freq - x_want).max() < 0.03
+    pair = clicks[:, 1] * task.N_BINS + clicks[:, 2]
+    top = int(table["point"][0].argmax())
+    assert abs(np.mean(pair == top) - float(table["point"][0, top].exp())) < 0.03
+
+
+def test_unseen_family_shifts_only_the_unseen_apps():
+    plain, shifted = task.make_world(3), task.make_world(3, unseen_shift=1.5)
+    unseen = plain.pool == "unseen"
+    assert np.array_equal(plain.style[~unseen], shifted.style[~unseen])
+    assert np.array_equal(plain.names, shifted.names) and np.array_equal(plain.buttons, shifted.buttons)
+    family = np.linalg.solve(plain.style[unseen][0], shifted.style[unseen][0])
+    for a, b in zip(plain.style[unseen], shifted.style[unseen]):  # one shared matrix for every unseen app
+        assert np.allclose(a @ family, b)
+    assert np.abs(family - np.eye(task.APPEARANCE)).max() > 0.1
