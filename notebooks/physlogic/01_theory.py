@@ -123,7 +123,8 @@ for w, n in zip(weights, nexuses):
 # that swaps two dependent steps and one that repeats a step. The encoder is TF-IDF (term frequency
 # times inverse document frequency: a sentence becomes a vector of counts of its words and word
 # pairs, each count scaled down the more sentences share that word), fitted on the nexus sentences of
-# every PhysChain problem.
+# every PhysChain problem, with every number read as the word "num" (so that the scores read which
+# law a step applies to which quantities, not whether its arithmetic is right).
 
 # %%
 encoder = method.TfidfEncoder(task.reference_sentences(task.all_problems((2, 3))))
@@ -151,7 +152,8 @@ pd.DataFrame(rows).set_index("trace").round(3)
 # sentence's). Every trace
 # has the right answer. Even the defect-free trace has $\text{Prec} = 3/4$ and $F < 1$: the closing
 # answer sentence matches no nexus. Its $P$ is well below 1 too, because canonical sentences share
-# numbers and symbols, so consecutive foci overlap; $P$ is meaningful only comparatively.
+# quantity names and the masked numbers, so consecutive foci overlap; $P$ is meaningful only
+# comparatively.
 
 # %%
 fig, axes = plt.subplots(1, 4, figsize=(13, 2.9), sharey=True)
@@ -187,7 +189,7 @@ for name, pairs in [("greedy", greedy), ("optimal", optimal)]:
 # %% [markdown]
 # **The threshold.** With canonical sentences, a step that is written matches its nexus with
 # similarity 1, so $\tau$ only decides the borderline cases. The clearest one is a shortcut answer,
-# the answer sentence alone: it shares the target's symbol and value with the last nexus, and
+# the answer sentence alone: it shares the target's symbol (and the masked value) with the last nexus, and
 # whether that counts as covering the nexus depends on $\tau$ (200 problems):
 
 # %%
@@ -211,8 +213,10 @@ pd.DataFrame(sweep).set_index("tau")
 # **Quirks worth knowing.** A sentence that shares no word with any nexus has a zero focus column;
 # the code skips zero columns, so its novelty is 1 and irrelevant chatter *raises* $P$. A one-sentence
 # answer has $P = 1$ and an $O$ decided by ties (the comparison is strict), so shortcut answers are
-# caught by $F$ only. And the metrics read text, not arithmetic: a trace with a wrong number in a
-# step still matches its nexus on every other word.
+# caught by $F$ only. And the metrics read text, not arithmetic: with the numbers masked, a trace
+# with a wrong number in a step scores exactly what the right trace scores. With the numbers kept as
+# words (the first version of this chapter), a wrong value lowered the step's similarity to its
+# nexus, and $F$ became in part a second measure of correctness.
 #
 # ## 5. Why selecting traces by logicality can matter
 #
@@ -263,8 +267,10 @@ plt.show()
 # The same tiny GPT (a small decoder-only transformer language model of the GPT-2 kind, trained here
 # from scratch) is fine-tuned on one trace per training problem, chosen either by logicality
 # (the highest $S$ among correct candidates) or by correctness only (a random correct candidate),
-# with the same problems, budget and seeds. If the paper's findings carry over, the first model's
-# held-out solutions score higher on $F$ (finding 1) and are right more often (finding 2).
+# with the same problems, budget and seeds, both trained until more steps no longer change them. If
+# the paper's findings carry over, the first model's held-out solutions score higher on $F$ (finding
+# 1; judged on solutions drawn from the model's own distribution, since the baseline's single most
+# likely solution is already close to the ceiling of $F$) and are right more often (finding 2).
 #
 # ## Summary
 #
@@ -290,7 +296,8 @@ plt.show()
 # The three logicality metrics ($F$, $O$, $P$: sentence splitting, greedy matching at $\tau = 0.3$,
 # weighted recall, positional centroids, novelty of each sentence's focus) follow the official metric
 # code exactly, quirks included. The one change is the sentence encoder: TF-IDF instead of the neural
-# all-MiniLM-L6-v2, so that nothing is downloaded. How the paper samples its logicality-rich training
+# all-MiniLM-L6-v2, so that nothing is downloaded, with every number read as "num" (our choice, so
+# that the scores do not check arithmetic through the back door). How the paper samples its logicality-rich training
 # data, how it trains, its three backbones and all its numbers are not in the part of the paper that
 # could be read: the abstract states only the two qualitative findings the experiment tests. The
 # book's version of the rest is ours: the synthetic PhysChain problems, the nexus weights (2 for the

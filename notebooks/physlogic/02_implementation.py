@@ -18,9 +18,9 @@
 # This notebook builds the pieces of `replib.papers.physlogic`: the PhysChain problems (synthetic
 # physics word problems) and the teacher that writes candidate solutions (its `task` module), the
 # logicality assessment (logical fidelity $F$, causal connection $O$, inferential progress $P$) and
-# the trace selection (its `method` module), and the fine-tuning loop around the shared tiny GPT (a
-# small decoder-only transformer language model, trained from scratch) of `replib.models.causal_lm`
-# (its `experiment` module). Each metric sits next to the step of the official code it implements and is
+# the trace selection (its `method` module), and the fine-tuning of the shared tiny GPT (a small
+# decoder-only transformer language model, trained from scratch) of `replib.models.causal_lm`, every
+# seed and arm at once as one batched model (its `experiment` module). Each metric sits next to the step of the official code it implements and is
 # checked on small inputs.
 #
 # **Learning goals.** After this notebook you can
@@ -29,7 +29,7 @@
 #    and candidate solutions with controlled defects;
 # 2. implement every step of the logicality assessment and test it on matrices you can check by hand;
 # 3. select one training trace per problem by logicality or by correctness, and fine-tune and
-#    evaluate the tiny language model on the result.
+#    evaluate several copies of the tiny language model at once on the results.
 
 # %%
 # Colab set-up: installs the book's package, replib, from its repository, at the book's version.
@@ -130,11 +130,17 @@ assert method.split_sentences("F = 2.5 N. So W = 3! Done") == ["F = 2.5 N", "So 
 # %% [markdown]
 # **Step 2: the similarity matrix** $M_{ij} = \cos(e(n_i), e(s_j))$, with a TF-IDF encoder (term
 # frequency times inverse document frequency: counts of words and word pairs, each scaled down the
-# more sentences share it) in place of the paper's neural one (single letters and numbers count as
-# words; the phrases every step shares are stop words, left out).
+# more sentences share it) in place of the paper's neural one (single letters count as words; the
+# phrases every step shares are stop words, left out). Every number is first read as the word `num`:
+# a step then matches its nexus when it applies the same law to the same quantities, whether or not
+# its arithmetic is right, so that a wrong value cannot lower the logicality scores by itself (with
+# the numbers kept as words, an arithmetic slip in the last step lowered F from 0.83 to 0.79 in our
+# pilot, which made logicality partly a second measure of correctness).
 
 # %%
+core.show_source(method.mask_numbers)
 core.show_source(method.TfidfEncoder)
+assert method.mask_numbers("F = m * a = 2 * 3 = 6.") == "F = m * a = num * num = num."
 encoder = experiment.encoder_for(problems)
 nexuses = [task.step_sentence(s) for s in problem["steps"]]
 M = method.similarity_matrix(encoder(nexuses), encoder(method.split_sentences(text)))
@@ -225,22 +231,60 @@ best = method.select_traces(correct, score, "logicality", np.random.default_rng(
 assert all(score[k, best[k]] == score[k][correct[k]].max() for k in range(len(train)) if best[k] >= 0)
 
 # %% [markdown]
-# ## 5. Fine-tuning and evaluating the model
+# ## 5. Fine-tuning and evaluating the models, all at once
 #
-# `train_condition` fine-tunes a fresh tiny GPT (`replib.models.causal_lm.tiny_gpt`, the same initial
-# weights for every condition of a seed) with the shared `train_lm`, loss on the solution tokens;
-# `evaluate` decodes each held-out problem (`replib.models.causal_lm.sample`, greedy here), parses the
-# solution and scores it. A short demonstration on the logicality-guided traces:
+# Every model of the experiment (each seed and data condition) is the shared tiny GPT of
+# `replib.models.causal_lm.tiny_gpt` (GPT-2 blocks: layer norm before attention and before the
+# two-layer perceptron, causal attention, a tanh-approximated GELU, output layer tied to the token
+# embedding), initialised from its seed. The models are small enough that one at a time leaves the
+# processor idle between tiny matrix products, so we stack their weights along a new first axis and
+# run them as one batched model: `batched_forward` is GPT-2's computation with a batched matrix
+# product per layer, checked here against the `transformers` model it copies.
+
+# %%
+core.show_source(experiment.batched_forward)
+twins = experiment.initial_models(cfg, [0, 1])
+stacked = experiment.stack_gpts(twins)
+ids = torch.randint(0, len(task.VOCAB), (2, 3, 12))
+with torch.no_grad():
+    batched = experiment.batched_forward(stacked, ids, cfg.n_head)
+    for g in range(2):
+        assert torch.allclose(batched[g], twins[g](ids[g]).logits, atol=1e-5)
+
+# %% [markdown]
+# The objective of each model is the mean cross-entropy of its trace tokens (not the question);
+# training minimises the sum over models, so each model receives the gradient of its own mean, and
+# AdamW is elementwise, so one optimiser over the stacked weights is one AdamW per model (with one
+# learning rate per model). The learning rate warms up over 50 steps and then stays constant: the
+# model after half of the steps is then exactly the model a half budget would give, which is how the
+# experiment checks that both arms have converged.
+
+# %%
+core.show_source(experiment.trace_loss)
+core.show_source(experiment.train_models)
+
+# %% [markdown]
+# A short demonstration: the logicality-guided and the correctness-only traces of the same problems,
+# one model each, trained together; then both solve 20 held-out problems greedily (decoding is
+# batched too, with a key-value cache) and at temperature 1, where both models of a seed share the
+# same random draws (the Gumbel-max trick: the token with the largest log-probability plus Gumbel
+# noise is a draw from the model's distribution, and the noise is common to the two arms).
 
 # %%
 cfg.steps = demo["steps"]
-rows = np.arange(len(train)) * cfg.n_candidates + best
-model, losses = experiment.train_condition(cfg, 0, [task.prompt_tokens(p) for p in train],
-                                           [corpus[int(r)]["tokens"] for r in rows])
-result = experiment.evaluate(model, test[:20], experiment.encoder_for(train), cfg.tau)
-print(f"loss {losses[0]:.2f} -> {losses[-1]:.2f}; held-out accuracy {result.correct.mean():.2f}, F {result.F.mean():.2f}")
+keep = np.flatnonzero((best >= 0) & correct.any(axis=1))
+picks = {"logicality": best[keep],
+         "correctness": method.select_traces(correct, score, "correctness", np.random.default_rng(1))[keep]}
+prompts = [task.prompt_tokens(train[k]) for k in keep]
+data = [experiment.sequences(prompts, [corpus[int(k * cfg.n_candidates + c)]["tokens"] for k, c in zip(keep, pick)])
+        for pick in picks.values()]
+params, losses = experiment.train_models(cfg, data, [0, 0], [cfg.lr, cfg.lr_baseline])
+preps = {0: {"test": test[:20], "encoder": experiment.encoder_for(train)}}
+result = experiment.evaluate_models(cfg, params, [(0, c) for c in picks], preps)
+print(f"loss {losses[0].round(2)} -> {losses[-1].round(2)}")
+print(result.groupby(["decoding", "condition"])[["correct", "F", "O", "P"]].mean().round(2))
 print(result.text.iloc[0])
-assert losses[-1] < losses[0]
+assert (losses[-1] < losses[0]).all()
 
 # %% [markdown]
 # ## Exercises

@@ -26,7 +26,7 @@ import numpy as np
 from sklearn.feature_extraction.text import TfidfVectorizer
 
 __all__ = [
-    "TAU", "STOP_WORDS", "SENTENCE_SPLIT", "TfidfEncoder", "split_sentences", "similarity_matrix", "greedy_match",
+    "TAU", "STOP_WORDS", "SENTENCE_SPLIT", "mask_numbers", "TfidfEncoder", "split_sentences", "similarity_matrix", "greedy_match",
     "fidelity", "centroids", "causal_connection", "inferential_progress", "logicality", "assess", "logicality_score",
     "select_traces", "CONDITIONS",
 ]
@@ -38,14 +38,28 @@ STOP_WORDS = ["by", "the", "of", "law", "s", "so", "answer", "is", "definition",
 CONDITIONS = ("logicality", "correctness", "unfiltered")
 
 
+NUMBER = re.compile(r"\b\d+\b")
+
+
+def mask_numbers(sentence: str) -> str:
+    """Every number of a sentence replaced by the word ``num``: the similarity of a step to a nexus
+    then reads which law and which quantities it states, not whether its arithmetic is right (so
+    that logicality is not correctness by another name)."""
+    return NUMBER.sub("num", sentence)
+
+
 class TfidfEncoder:
     """The offline stand-in for the paper's sentence encoder (all-MiniLM-L6-v2): TF-IDF over word
-    1- and 2-grams (single characters and numbers count as words), L2-normalised, fitted on a
-    reference corpus of sentences."""
+    1- and 2-grams (single characters count as words), L2-normalised, fitted on a reference corpus
+    of sentences. With ``masked`` (the default) every number is read as the word ``num`` first
+    (:func:`mask_numbers`); ``masked=False`` keeps the numbers as words (the first version of this
+    chapter)."""
 
-    def __init__(self, corpus: list[str]):
+    def __init__(self, corpus: list[str], masked: bool = True):
+        self.masked = masked
         self.vectorizer = TfidfVectorizer(token_pattern=r"(?u)\b\w+\b", ngram_range=(1, 2),
-                                          stop_words=STOP_WORDS, lowercase=False, norm="l2")
+                                          stop_words=STOP_WORDS, lowercase=False, norm="l2",
+                                          preprocessor=mask_numbers if masked else None)
         self.vectorizer.fit(corpus)
 
     def __call__(self, sentences: list[str]) -> np.ndarray:
