@@ -296,11 +296,15 @@ ledger.table()
 #   +0.085, +0.080).** Four seeds of five favour the method and the mean clears the 5-point bar, but
 #   the convergence precondition p6 did not hold, so the ledger judges neither size nor direction. The
 #   first version's +0.19 came from a baseline at 0.71; the converged baseline answers 0.913, and the
-#   gain shrinks to about a third. Whether it survives full convergence of the method arm, and whether
-#   it clears 5 points with 0.087 of room, would take about twice the fine-tuning steps (so that the
-#   method's halfway checkpoint is itself converged); more seeds alone would not do (the ledger's
-#   estimate for p6 at this spread is about 49). At 1000 steps the book cannot say. At temperature 1 the picture
-#   is the same (c3 inconclusive: +0.075 [-0.027, 0.177]).
+#   gain shrinks to about a third. The first version's pattern is still there: ordered by the
+#   baseline's accuracy (0.865, 0.88, 0.92, 0.94, 0.96), the gains fall monotonically (+0.13,
+#   +0.085, +0.08, +0.02, -0.005), because the logicality-guided model answers 0.955 to 1.0 on every
+#   seed: the gain is the room the baseline leaves, which is what p10 measures. Whether it survives
+#   full convergence of the method arm, and whether it clears 5 points with 0.087 of room, would take
+#   about twice the fine-tuning steps (so that the method's halfway checkpoint is itself converged);
+#   more seeds alone would not do (the ledger's estimate for p6 at this spread is about 49). At 1000
+#   steps the book cannot say. At temperature 1 the picture is the same (c3 inconclusive: +0.075
+#   [-0.027, 0.177]).
 # - **Logicality does not predict correctness once numbers are masked (c1 fails: rho 0.087 [0.011,
 #   0.163], declared bar 0.3; seeds 0.01 to 0.16).** The first version measured 0.38 with numbers kept
 #   as words; most of that was mechanical (a wrong value lowered the similarity of its step). With the
