@@ -63,7 +63,7 @@ import torch
 
 from replib import core
 from replib.core.runtime import compute_threads
-from replib.papers.l2m import baselines, exercises, method, task
+from replib.papers.l2m import baselines, exercises, experiment, method, task
 
 core.set_style()
 profile = core.resolve_profile(profile)
@@ -251,6 +251,30 @@ assert nlls.shape == (2, 4) and nlls[0, 1] < nlls[0, 0] and torch.allclose(nlls[
 core.show_source(baselines.fit_gdfs_selector)
 
 # %% [markdown]
+# ## 8. Two diagnostic arms: the oracle order and the state the selector reads
+#
+# Two arms tell a selector that did not learn from one that could not. The *oracle order* feeds
+# the L2M predictor the task's features by decreasing weight in the label (it reads the task's
+# generator, which no model sees): no selector with the same predictor can do much better, so its
+# curve is the room a selector has. And the selector's first pick can only use the *empty-state
+# hidden state*, the encoder's output at the query $[0, 0, 0]$, which is the same for every target
+# of a task and depends on the context alone. A linear probe of the informative set on that state
+# (logistic regression per feature, fitted on other prior tasks) says whether the frozen encoder
+# put the relevance there at all.
+
+# %%
+core.show_source(method.empty_state_hidden)
+
+# %%
+tiny = method.L2M(task.N_FEATURES, width=16, ff=32, hidden=32).eval()
+rows = experiment.as_tensors(task.sample_tasks(np.random.default_rng(3), 2, 10, kind="linear"))
+ctx = method.context_tokens(rows["x"][:, :6], rows["r"][:, :6], rows["y"][:, :6])
+h = method.empty_state_hidden(tiny, ctx)
+weights = torch.tensor([[0.0, 0.5, 2.0, 0.0, 1.0, 0.0]] * 2)
+_, order = method.l2m_acquisition(tiny, ctx, rows["x"][:, 6:], rows["y"][:, 6:], "oracle", importance=weights)
+assert h.shape == (2, 16) and order[0, 0, :3].tolist() == [2, 4, 1]  # by decreasing weight
+
+# %% [markdown]
 # ## Exercises
 #
 # **Exercise 1.** Write `allowed(n_context, n_target, autoregressive)`: the boolean matrix (rows
@@ -306,5 +330,7 @@ exercises.check_gaussian_cmi(gaussian_cmi)
 # L2M is one transformer over row tokens $[x \odot r, r, y]$: pre-trained with an autoregressive mask
 # on the prequential likelihood of targets at random acquisition states, it predicts a new task in
 # context; its selector head, trained with the encoder frozen to minimise the NLL after a
-# straight-through Gumbel pick, implements greedy CMI acquisition. The experiment notebook trains it
-# at the book scale and compares it with per-task models.
+# straight-through Gumbel pick, implements greedy CMI acquisition. Two diagnostic arms check the
+# selector's chances: an oracle acquisition order through the same predictor (the room a selector
+# has) and a linear probe of the informative set on the hidden state the first pick reads. The
+# experiment notebook trains it at the book scale and compares it with per-task models.

@@ -16,10 +16,14 @@ def test_prior_shapes_informative_sets_and_missingness():
     assert t["x"].shape == (300, 40, 6) and t["y"].shape == (300, 40) and t["r"].shape == (300, 40, 6)
     assert set(t["informative"].sum(axis=1)) == {1, 2, 3}
     assert 0.7 < t["r"].mean() < 0.8  # mean missingness rate 0.25
+    # the oracle's importance is zero exactly off the informative set
+    assert np.all((t["importance"] > 0) == t["informative"])
     # the label does not depend on a non-informative feature: regress y on x for one task
     one = task.sample_tasks(np.random.default_rng(1), 1, 2000, kind="linear")
     coef = np.linalg.lstsq(one["x"][0], one["y"][0], rcond=None)[0]
     assert np.all(np.abs(coef[~one["informative"][0]]) < 0.02)
+    # importance is |w| after the unit-variance scaling: the regression recovers it
+    assert np.allclose(np.abs(coef), one["importance"][0], atol=0.02)
 
 
 def test_gaussian_nll_and_marginal():
@@ -116,29 +120,77 @@ def _hand_made_results():
     curves = []
     for seed, shift in [(0, 0.0), (1, 0.1)]:
         for k in range(7):
-            curves += [{"seed": seed, "method": "l2m", "k": k, "nll": 1.0 - 0.1 * k + shift},
+            end = 5.0 if k in (0, 6) else 0.0  # k = 0 and k = 6 do not count
+            curves += [{"seed": seed, "method": "l2m", "k": k, "nll": 1.0 - 0.1 * k + shift + end},
                        {"seed": seed, "method": "l2m_random", "k": k, "nll": 1.2 - 0.1 * k},
+                       {"seed": seed, "method": "l2m_oracle", "k": k, "nll": 0.7 - 0.1 * k - end},
                        {"seed": seed, "method": "mlp_gdfs", "k": k, "nll": 1.1 - 0.1 * k},
                        {"seed": seed, "method": "mlp_random", "k": k, "nll": 9.0}]
-    picks = pd.DataFrame({"seed": [0, 0, 0, 0, 1, 1, 0], "method": ["l2m"] * 6 + ["mlp_gdfs"],
-                          "informative": [True, True, False, True, False, True, False]})
-    return {"context": pd.DataFrame(context), "curves": pd.DataFrame(curves), "picks": picks}
+    methods = ["l2m"] * 4 + ["probe"] * 2 + ["l2m_random"] * 2 + ["mlp_gdfs"] * 2
+    picks = pd.DataFrame({"seed": [0] * 10 + [1] * 10, "method": methods * 2,
+                          "informative": [True, True, False, True, True, False, False, False, True, True,
+                                          False, True, False, False, True, True, True, False, False, False]})
+    selector = pd.DataFrame({"seed": [0, 0, 0, 1, 1], "arm": ["l2m", "l2m", "gdfs", "l2m", "l2m"],
+                             "steps": [5, 10, 10, 5, 10], "score": [1.0, 0.97, 0.5, 1.1, 1.2]})
+    return {"context": pd.DataFrame(context), "curves": pd.DataFrame(curves), "picks": picks, "selector": selector}
 
 
 def test_claim_values_hand_computed():
-    values = experiment.claim_values(_hand_made_results(), SimpleNamespace(seeds=[0, 1]))
+    values = experiment.claim_values(_hand_made_results(), SimpleNamespace(seeds=[0, 1], policy_steps=10))
     expected = {
-        0: {"p1_learns_in_context": 1.5 - 0.7, "h1_uq_vs_per_task": 1.1 - 0.7, "h2_acquisition_vs_gdfs": 0.1,
+        0: {"p1_learns_in_context": 1.5 - 0.7, "p2_mlp_learns": 1.5 - 1.1, "p3_selector_converged": 0.03,
+            "p4_state_carries_relevance": 0.5, "p5_acquisition_headroom": 0.4, "p6_selector_headroom": 0.5,
+            "h1_uq_vs_per_task": 1.1 - 0.7, "h2_acquisition_vs_gdfs": 0.1,
             "m1_policy_vs_random": 0.2, "m2_first_pick_informative": 0.75,
-            "m3_gain_at_small_context": (1.6 - 1.5) - (0.8 - 0.5)},
-        1: {"p1_learns_in_context": 1.6 - 0.9, "h1_uq_vs_per_task": 1.0 - 0.9, "h2_acquisition_vs_gdfs": 0.0,
-            "m1_policy_vs_random": 0.1, "m2_first_pick_informative": 0.5,
-            "m3_gain_at_small_context": (2.0 - 1.4) - (0.6 - 0.6)},
+            "m3_gain_at_small_context": (1.6 - 1.5) - (0.8 - 0.5), "x1_random_first_pick": 0.0,
+            "x2_gdfs_first_pick": 1.0},
+        1: {"p1_learns_in_context": 1.6 - 0.9, "p2_mlp_learns": 1.6 - 1.0, "p3_selector_converged": -0.1,
+            "p4_state_carries_relevance": 1.0, "p5_acquisition_headroom": 0.4, "p6_selector_headroom": 0.5,
+            "h1_uq_vs_per_task": 1.0 - 0.9, "h2_acquisition_vs_gdfs": 0.0,
+            "m1_policy_vs_random": 0.1, "m2_first_pick_informative": 0.25,
+            "m3_gain_at_small_context": (2.0 - 1.4) - (0.6 - 0.6), "x1_random_first_pick": 0.5,
+            "x2_gdfs_first_pick": 0.0},
     }
     for seed in (0, 1):
         assert values[seed] == pytest.approx(expected[seed])
     declared = yaml.safe_load(open("notebooks/l2m/chapter.yml"))["claims"]
     assert set(values[0]) == {c["id"] for c in declared}
+
+
+def test_oracle_order_follows_importance_and_probe_state_ignores_the_target():
+    """The oracle arm picks features by decreasing importance; the empty-state hidden state (what the
+    selector reads for its first pick) is the same whatever the target row."""
+    torch.manual_seed(0)
+    model = method.L2M(6, width=16, ff=32, hidden=32).eval()
+    t = experiment.as_tensors(task.sample_tasks(np.random.default_rng(0), 3, 12, kind="linear"))
+    context = method.context_tokens(t["x"][:, :8], t["r"][:, :8], t["y"][:, :8])
+    importance = torch.tensor([[0.0, 3.0, 0.0, 1.0, 2.0, 0.0]] * 3)
+    _, picks = method.l2m_acquisition(model, context, t["x"][:, 8:], t["y"][:, 8:], "oracle", importance=importance)
+    assert picks[:, :, :3].tolist() == [[[1, 4, 3]] * 4] * 3
+    hidden = method.empty_state_hidden(model, context)
+    with torch.no_grad():
+        direct = model.encode(context, method.query_tokens(t["x"][:, 8:], torch.zeros_like(t["x"][:, 8:])))
+    assert torch.allclose(direct, hidden[:, None].expand_as(direct), atol=1e-5)
+
+
+def test_selector_read_outs_equal_shorter_runs():
+    """Reading the selector after s steps (the tuning's read-outs, p3's half-way score) gives the
+    model a run of s steps gives: constant learning rates, no schedule."""
+    def draw(rng):
+        return experiment.as_tensors(task.sample_tasks(rng, 2, 12, kind="linear"))
+
+    torch.manual_seed(0)
+    base = method.L2M(6, width=16, ff=32, hidden=32)
+    short, long = method.L2M(6, width=16, ff=32, hidden=32), method.L2M(6, width=16, ff=32, hidden=32)
+    short.load_state_dict(base.state_dict())
+    long.load_state_dict(base.state_dict())
+    method.train_selector(short, draw, 3, 1e-2, 1e-3, 0.5, (4, 8), 0)
+    seen = {}
+    method.train_selector(long, draw, 5, 1e-2, 1e-3, 0.5, (4, 8), 0,
+                          on_step=lambda k, m: seen.setdefault(k, [p.detach().clone() for p in m.selector.parameters()]))
+    for a, b in zip(short.selector.parameters(), seen[3]):
+        assert torch.allclose(a, b)
+    assert sorted(seen) == [1, 2, 3, 4, 5]
 
 
 def test_profiles_share_keys_and_bounds():

@@ -78,17 +78,18 @@ def fit_masked_mlp(x, y, r, epochs: int, seed: int, hidden: int = 64, lr: float 
 
 
 def fit_gdfs_selector(predictor: TaskNetworks, x, y, r, epochs: int, seed: int, hidden: int = 64, lr: float = 1e-3,
-                      tau: float = 0.5) -> TaskNetworks:
+                      tau: float = 0.5, on_epoch=None) -> TaskNetworks:
     """GDFS-style greedy selector per task: an MLP from $[x \\odot m, m]$ to $d$ logits trained on the
     frozen masked MLP with the same one-step objective as L2M's selector (blocked straight-through
-    Gumbel pick at a random state, NLL after the pick), on the task's context rows."""
+    Gumbel pick at a random state, NLL after the pick), on the task's context rows, full batch, at a
+    constant learning rate. ``on_epoch(epoch, selector)``, if given, is called after every epoch."""
     generator = torch.Generator().manual_seed(seed + 7)
     d = x.shape[-1]
     selector = TaskNetworks(x.shape[0], [2 * d, hidden, d], 0.0, generator).to(x.device)
     optimiser = torch.optim.Adam(selector.parameters(), lr=lr)
     for p in predictor.parameters():
         p.requires_grad_(False)
-    for _ in range(epochs):
+    for epoch in range(epochs):
         m = acquisition_state(r, generator)
         available = r * (1 - m)
         logits = selector(torch.cat([x * m, m], dim=-1)).masked_fill(available == 0, -1e8)
@@ -99,6 +100,8 @@ def fit_gdfs_selector(predictor: TaskNetworks, x, y, r, epochs: int, seed: int, 
         optimiser.zero_grad()
         loss.backward()
         optimiser.step()
+        if on_epoch is not None:
+            on_epoch(epoch + 1, selector)
     for p in predictor.parameters():
         p.requires_grad_(True)
     return selector

@@ -5,7 +5,7 @@ straight-through Gumbel selector objective and greedy test-time acquisition.
 Contents: :func:`gaussian_nll`, :func:`context_tokens`, :func:`query_tokens`, :func:`attention_mask`, :class:`L2M`,
 :func:`acquisition_state`, :func:`prequential_nll`, :func:`train_predictor`,
 :func:`straight_through_gumbel`, :func:`selector_loss`, :func:`train_selector`,
-:func:`greedy_acquisition`, :func:`l2m_acquisition`.
+:func:`greedy_acquisition`, :func:`l2m_acquisition`, :func:`empty_state_hidden`.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ __all__ = [
     "train_selector",
     "greedy_acquisition",
     "l2m_acquisition",
+    "empty_state_hidden",
 ]
 
 
@@ -204,10 +205,13 @@ def selector_loss(model: L2M, context: torch.Tensor, x: torch.Tensor, y: torch.T
 
 
 def train_selector(model: L2M, draw_batch, steps: int, lr: float, head_lr: float, tau: float, n_context_range,
-                   seed: int) -> list:
+                   seed: int, on_step=None) -> list:
     """Policy training: the embedder and encoder frozen, the selector head trained at ``lr`` and the
-    predictor head at ``head_lr`` on :func:`selector_loss`; the states come from random acquisitions
-    (as in the official code), not from the policy's own roll-outs. Returns the loss per step."""
+    predictor head at ``head_lr`` on :func:`selector_loss` (constant learning rates, so reading the
+    model after $s$ steps is the same as a run of $s$ steps); the states come from random
+    acquisitions (as in the official code), not from the policy's own roll-outs. ``on_step(step,
+    model)``, if given, is called after every step (1-based) with the model in its current state.
+    Returns the loss per step."""
     rng = np.random.default_rng([seed, 2])
     generator = torch.Generator().manual_seed(seed + 1)
     for p in [*model.embed.parameters(), *model.encoder.parameters()]:
@@ -226,6 +230,8 @@ def train_selector(model: L2M, draw_batch, steps: int, lr: float, head_lr: float
         loss.backward()
         optimiser.step()
         losses.append(float(loss.detach()))
+        if on_step is not None:
+            on_step(len(losses), model)
     for p in model.parameters():
         p.requires_grad_(True)
     return losses
@@ -251,13 +257,27 @@ def greedy_acquisition(predict, select, x: torch.Tensor, y: torch.Tensor, genera
 
 @torch.no_grad()
 def l2m_acquisition(model: L2M, context: torch.Tensor, x: torch.Tensor, y: torch.Tensor, policy: str,
-                    generator: torch.Generator | None = None):
+                    generator: torch.Generator | None = None, importance: torch.Tensor | None = None):
     """:func:`greedy_acquisition` with the L2M predictor in context, the selector head
-    (``policy="l2m"``) or random picks (``policy="random"``)."""
+    (``policy="l2m"``), random picks (``policy="random"``) or the oracle order (``policy="oracle"``:
+    the task's features by decreasing ``importance``, shape (tasks, d), their weight in the label;
+    an upper-bound arm that reads the task's generator, which no model sees)."""
     def predict(xq, m):
         return model.predict(model.encode(context, query_tokens(xq, m)))
 
     def select(xq, m):
         return model.selector(model.encode(context, query_tokens(xq, m)))
 
-    return greedy_acquisition(predict, select if policy == "l2m" else None, x, y, generator)
+    def oracle(xq, m):
+        return importance[:, None, :].expand_as(m)
+
+    chosen = {"l2m": select, "random": None, "oracle": oracle}[policy]
+    return greedy_acquisition(predict, chosen, x, y, generator)
+
+
+@torch.no_grad()
+def empty_state_hidden(model: L2M, context: torch.Tensor) -> torch.Tensor:
+    """The hidden state the selector reads for a task's first pick: the query token at $m = 0$ is
+    $[0, 0, 0]$ whatever the target, so this state depends on the context alone; shape (tasks, width)."""
+    zeros = torch.zeros(context.shape[0], 1, model.d, device=context.device)
+    return model.encode(context, query_tokens(zeros, zeros))[:, 0]

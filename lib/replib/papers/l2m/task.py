@@ -26,15 +26,18 @@ HIDDEN = 8
 
 def _label_function(rng: np.random.Generator, informative: np.ndarray, kind: str = "tanh"):
     """A random tanh network of width 8 that reads only the informative features (its first-layer
-    weights on the others are zero), each informative feature with its own scale $U(0.5, 1.5)$."""
+    weights on the others are zero), each informative feature with its own scale $U(0.5, 1.5)$
+    (``kind="linear"``: $x \\cdot w$, $w_j \\sim N(0, 1)$ on the informative features). Returns the
+    function and each feature's importance: $|w_j|$ (linear) or the norm of its first-layer weights
+    times the output weights (tanh), zero off the informative set."""
     d = informative.size
     if kind == "linear":
         w = rng.normal(size=d) * informative
-        return lambda x: x @ w
+        return (lambda x: x @ w), np.abs(w)
     w1 = rng.normal(size=(d, HIDDEN)) * rng.uniform(0.5, 1.5, size=(d, 1)) * informative[:, None]
     b1 = rng.normal(size=HIDDEN)
     w2 = rng.normal(size=HIDDEN)
-    return lambda x: np.tanh(x @ w1 + b1) @ w2
+    return (lambda x: np.tanh(x @ w1 + b1) @ w2), np.linalg.norm(w1 * w2, axis=1)
 
 
 def sample_tasks(rng: np.random.Generator, n_tasks: int, n_rows: int, p_max: float = 0.5,
@@ -43,21 +46,25 @@ def sample_tasks(rng: np.random.Generator, n_tasks: int, n_rows: int, p_max: flo
 
     Returns a dict of arrays: ``x`` (tasks, rows, d), ``y`` (tasks, rows), ``r`` (tasks, rows, d),
     the measured indicators (1 = measured; each task and feature has its own MCAR rate
-    $U(0, p_{max})$), and ``informative`` (tasks, d), the task's set $S$. The label function is scaled
+    $U(0, p_{max})$), ``informative`` (tasks, d), the task's set $S$, and ``importance`` (tasks, d),
+    each feature's weight in the label after the unit-variance scaling (the oracle's acquisition
+    order reads it; no model does). The label function is scaled
     so that $f(x)$ has unit variance over 512 reference draws of the task, then noise sd 0.1 is added.
     """
     x = rng.uniform(-2.0, 2.0, size=(n_tasks, n_rows, d))
     y = np.empty((n_tasks, n_rows))
     informative = np.zeros((n_tasks, d), dtype=bool)
+    importance = np.zeros((n_tasks, d))
     for t in range(n_tasks):
         informative[t, rng.choice(d, size=rng.integers(1, 4), replace=False)] = True
-        f = _label_function(rng, informative[t], kind)
+        f, weight = _label_function(rng, informative[t], kind)
         reference = f(rng.uniform(-2.0, 2.0, size=(512, d)))
         scale = max(reference.std(), 1e-6)
+        importance[t] = weight / scale
         y[t] = (f(x[t]) - reference.mean()) / scale + NOISE_SD * rng.normal(size=n_rows)
     rates = rng.uniform(0.0, p_max, size=(n_tasks, 1, d))
     r = (rng.uniform(size=x.shape) >= rates).astype(float)
-    return {"x": x, "y": y, "r": r, "informative": informative}
+    return {"x": x, "y": y, "r": r, "informative": informative, "importance": importance}
 
 
 def marginal_nll(y_context: np.ndarray, y_target: np.ndarray) -> np.ndarray:
