@@ -168,15 +168,35 @@ assert torch.all(torch.linalg.eigvalsh(C) > 0)
 # %% [markdown]
 # ## 5. Training, sampling and the metrics
 #
-# One network per objective, the same trunk for all: likelihood matching (LM), denoising score
-# matching (DSM, the usual diffusion loss, shared by the two baselines B1 and B2 that sample with
-# DDPM's fixed isotropic reverse variances), LM with $C = I$ (B3, mean only) and LM with a diagonal
-# covariance (B4). The sampler draws each reverse step from the method's own Gaussian. The metrics
+# The network has two trunks of the same shape (3 x 64, SiLU): one for the score, one for the
+# covariance's diagonal and low-rank factor, so the covariance terms of the loss cannot push on the
+# score's parameters. LM trains with *decoupled gradients*: the score receives the gradient of the
+# identity-weighted term $\tfrac12 \bar w(t) \lVert \epsilon_\theta - \epsilon \rVert^2$ and the
+# covariance trunk the rest of $L^{RB}$ with the score's residual held fixed (same loss value, same
+# minimisers). The weight $\bar w(t)$ is $\sigma^2_{t|s} / (1 - \bar\alpha_t)$ averaged over the training
+# step sizes, its Rao-Blackwellisation over the step (the step is drawn independently of the data,
+# so the expected loss is unchanged and its variance drops). Each trunk's gradient is clipped to norm 1.
+# With separate trunks, LM's score network is exactly the network that B3 (LM with $C = I$, mean
+# only) would train, so B3 is LM's own score with the reverse variance $\sigma^2/a^2$; B4 (a diagonal
+# covariance) trains a second covariance trunk on the same score in the same loop. The DSM network
+# (denoising score matching, the usual diffusion loss) is shared by the two baselines B1 and B2 that
+# sample with DDPM's fixed isotropic reverse variances. The sampler draws each reverse step from the
+# method's own Gaussian. The metrics
 # are the sliced Wasserstein-2 distance to fresh target samples (the points are projected on many
 # random directions, and the 1-D optimal-transport distances of the projections, sorted point
 # against sorted point, are averaged) and the NLL bound (an upper bound on the negative
 # log-likelihood of held-out data, in nats per dimension, built from the sampler's reverse
 # transitions).
+
+# %%
+core.show_source(method.rb_score_weight)
+
+# %%
+tq = torch.tensor([0.1, 0.3], dtype=torch.float64)
+per_step = torch.stack([method.transition(tq, (tq - 1.0 / n).clamp_min(0.0))[1] / (1 - method.alpha_bar(tq))
+                        for n in (5, 10, 20, 50, 200)])
+print("per-step weights at t = 0.1, 0.3:", per_step.T.numpy().round(3))
+print("Rao-Blackwellised weight:", method.rb_score_weight(tq, (5, 10, 20, 50, 200)).numpy().round(3))
 
 # %%
 core.show_source(method.sample)
@@ -228,7 +248,8 @@ def sliced_w2(X, Y, directions):
 exercises.check_sliced_w2(sliced_w2)
 
 # %% [markdown]
-# **Exercise 3 (open).** Train B4 (`experiment.train_model("lm_diag_sg", ...)`) and LM (`"lm_sg"`) and compare their Hessian
+# **Exercise 3 (open).** Train LM with B4 beside it (`net, info = experiment.train_model("lm_sg", with_diag=True)`;
+# B4 is `info["diag_net"]`) and compare their Hessian
 # errors with `task.hessian_error`. Why does a diagonal covariance suffice for some components of the
 # ring and not for others?
 #

@@ -24,49 +24,59 @@
 # 3. check a learned Hessian against the analytic one.
 #
 # **Setting.** Six elongated Gaussian components on a ring (variances 0.3 along the ring, 0.01
-# across it). Each method trains the same network trunk (3 x 64, SiLU activations, $x\,\sigma(x)$
-# with $\sigma$ the logistic sigmoid, a sinusoidal time embedding) for 3,000 Adam steps on fresh
-# batches of 256, with the same stream of data, times and noise for a given seed; then it samples
-# 4,000 points with $N \in \{5, 10, 20, 50, 200\}$ steps, compared with 4,000 fresh target points by
-# the sliced Wasserstein-2 distance (SW2: the points are projected on 64 fixed directions and the
-# 1-D optimal-transport distances of the projections are averaged; 0 for identical distributions),
-# and its NLL bound (an upper bound on the negative log-likelihood of the data, in nats per
-# dimension, lower is better) is computed on 2,000 held-out points with identical code for every
-# method. For the claims at $N = 10$, LM, B1 and B2 also draw 40,000 samples against 40,000 target
-# points.
+# across it). Every network has the same shape: a score trunk and a covariance trunk, each 3 x 64
+# with SiLU activations ($x\,\sigma(x)$, $\sigma$ the logistic sigmoid) and a sinusoidal time
+# embedding, trained for 3,000 Adam steps on fresh batches of 256 with the same stream of data,
+# times and noise for a given seed, each trunk's gradient clipped to norm 1. The learning rate was
+# tuned by one protocol for DSM and LM alike (declared in `chapter.yml` before any run): 0.001, 0.002
+# and 0.004 on pilot seeds 0-2, each arm taking the rate with the lowest held-out value of its own
+# training loss. Both chose 0.004 (DSM 0.540 against 0.542 and 0.546; LM 0.310 against 0.313 and
+# 0.323: small differences, and 0.004 is the grid's edge). Each method then samples 4,000 points with
+# $N \in \{5, 10, 20, 50, 200\}$ steps, compared with 4,000 fresh target points by the sliced
+# Wasserstein-2 distance (SW2: the points are projected on 64 fixed directions and the 1-D
+# optimal-transport distances of the projections are averaged; 0 for identical distributions), and
+# its NLL bound (an upper bound on the negative log-likelihood of the data, in nats per dimension,
+# lower is better) is computed on 2,000 held-out points with identical code for every method. For the
+# claims at $N = 10$, LM, B1, B2, S1 and S2 also draw 40,000 samples against 40,000 target points.
 #
 # **Methods.** LM: likelihood matching (score and a rank-1 plus diagonal covariance; sampler with the
 # matched covariance), trained with *decoupled gradients*: the loss is the likelihood-matching loss,
-# but the score receives the gradient of its identity-weighted term and the covariance heads see the
-# score's residual held fixed (same loss value, same minimisers; why, below). B1 and B2: denoising
-# score matching (DSM, the usual diffusion loss) with the DDPM sampler (denoising diffusion
-# probabilistic model: reverse steps with a fixed isotropic variance) and reverse variance $\beta_k$
-# (B1) or $\tilde\beta_k$ (B2), one network for both. B3: LM with $C = I$ (mean only), its own
-# network. At the paper profile only (time budget): B4, LM with a diagonal covariance, and LMjoint,
-# LM trained with the plain, coupled gradient (the recipe of this chapter's first version). The
-# paper's own results were not available; the claims and thresholds are our choices (the abstract
-# gives no number), re-posed where an exact sampler could not meet them, and declared before this
-# experiment ran. Training times are drawn continuously and do not sit on the sampler's grid; the
-# network never sees the step size, which enters the loss only through $\sigma^2$ and $\kappa$.
+# but the score trunk receives the gradient of its identity-weighted term and the covariance trunk
+# sees the score's residual held fixed (same loss value, same minimisers). B1 and B2: denoising score
+# matching (DSM, the usual diffusion loss) with the DDPM sampler (denoising diffusion probabilistic
+# model: reverse steps with a fixed isotropic variance) and reverse variance $\beta_k$ (B1) or
+# $\tilde\beta_k$ (B2), one network for both. B3: LM's own score with $C = I$ (mean only). Because
+# the trunks are separate, LM's score trunk receives exactly the gradient B3's loss would give it,
+# so B3 needs no training of its own: it *is* LM's score (a test checks that the two trainings give
+# the same parameters). S1 and S2: LM's score with B1's and B2's DDPM variances, the one-factor
+# ablation of the covariance (claim m1). B4: LM's score with a learned diagonal covariance (rank 0),
+# a second covariance trunk trained in LM's loop (claim m2). At the paper profile only: LMjoint, LM
+# trained with the plain, coupled gradient. The paper's own results were not available; the claims
+# and thresholds are our choices (the abstract gives no number), declared in `chapter.yml` before
+# this experiment ran. Training times are drawn continuously and do not sit on the sampler's grid;
+# the network never sees the step size, which enters the loss only through $\sigma^2$ and $\kappa$.
 #
-# **Why decoupled gradients.** In the first version of this chapter LM was trained with the plain
-# gradient of its loss, and its score error at $t = 0.1$ came out about four times that of DSM and of
-# B3, which uses the same likelihood weighting with $C = I$. In a Gaussian likelihood with a learned
-# covariance, a poor score inflates the fitted covariance, and $C^{-1}$ then down-weights the score's
-# own error in the loss (the mean-variance coupling that beta-NLL, Seitzer et al. 2022, addresses).
-# The stop-gradient removes that weight from the score's gradient for the whole run; a longer $C = I$
-# warm start would only delay it, and separate trunks would keep it.
+# **Why this recipe.** In the first version of this chapter LM was trained with the plain gradient
+# of its loss, and its score error at $t = 0.1$ came out about four times DSM's: in a Gaussian
+# likelihood with a learned covariance, a poor score inflates the fitted covariance, and $C^{-1}$ then
+# down-weights the score's own error (the mean-variance coupling that beta-NLL, Seitzer et al. 2022,
+# addresses). The stop-gradient removed that. A review (issue 41) then found two more defects of the
+# rebuild, both fixed here. With one shared trunk, the covariance terms' gradients still reached the
+# score through the trunk's hidden layers, and on one seed that tripled the score error at $t = 0.3$;
+# the covariance now has its own trunk. And the score term's weight $\sigma^2_{t|s} / (1 - \bar\alpha_t)$
+# was drawn per sample with the step size (from 0.05 to 0.93 at $t = 0.3$); it is now averaged over
+# the step sizes (Rao-Blackwellised: the same expected loss with less noise).
 
 # %% [markdown]
 # <!-- verdict box: generated by `replib scoreboard` from data/results; do not edit -->
-# **Verdict of the committed run** (book profile, seeds 0, 1, 2 (development seeds)): the paper's headline is **inconclusive** here. The notebook below recomputes every number at the profile you choose; its claims table judges your run.
+# **Verdict of the committed run** (book profile, seeds 1000, 1001, 1002, 1003, 1004 (confirmatory seeds)): the paper's headline is **reproduced** here. The notebook below recomputes every number at the profile you choose; its claims table judges your run.
 #
 # | headline claim | ours: mean [95% interval] | paper's number (size) | size | no effect | direction | label |
 # | --- | --- | --- | --- | --- | --- | --- |
-# | `c1b_few_steps_corrected` | 0.747 [0.556, 0.937] | <= 0.8 | inconclusive | 1.0 | inconclusive | inconclusive |
-# | `c2_nll_bound` | 0.242 [0.232, 0.253] | >= 0.05 | inconclusive | 0.0 | inconclusive | inconclusive |
+# | `c1b_few_steps_corrected` | 0.744 [0.7, 0.788] | <= 0.8 | holds | 1.0 | holds | reproduced |
+# | `c2_nll_bound` | 0.258 [0.248, 0.268] | >= 0.05 | holds | 0.0 | holds | reproduced |
 #
-# Preconditions: `p1_score_learned` (convergence) undecided; `p2_oracle_c1` (headroom) holds; `p3_oracle_c3` (headroom) holds. Headline and mechanism claims: 0 hold, 0 fail, 1 undecided, 3 inconclusive. Compute: the experiment took 111 s on 2 CPU cores for 3 seeds (theory 4 s, implementation 9 s). The scoreboard lists every claim.
+# Preconditions: `p1_score_learned` (convergence) holds; `p4_dsm_competent` (competence) holds; `p2_oracle_c1` (headroom) holds; `p3_oracle_c3` (headroom) holds. Headline and mechanism claims: 5 hold, 1 fail, 0 undecided, 0 inconclusive. Compute: the experiment took 194 s on 2 CPU cores for 5 seeds (theory 3 s, implementation 10 s). The scoreboard lists every claim.
 # <!-- end of verdict box -->
 
 # %%
@@ -98,7 +108,7 @@ seeds = None  # list of ints; None takes the profile's seeds
 train_steps = None  # Adam steps per network
 n_samples = None  # samples per method and number of steps (and fresh target samples)
 n_steps_grid = None  # numbers of sampling steps N
-methods = None  # subset of LM, B1, B2, B3, B4, LMjoint
+methods = None  # subset of LM, B1, B2, B3, B4, LMjoint (S1 and S2 run with LM at N 10)
 
 # %%
 import matplotlib.pyplot as plt
@@ -138,7 +148,7 @@ print(f"sampling floor at {cfg.n_samples} points: sqrt(floor) = {np.sqrt(floor).
       f"(seeds: {', '.join(f'{v:.3f}' for v in np.sqrt(floor))})")
 
 # %%
-shown_methods = [m for m in ["LM", "B1", "B2", "B3", "LMjoint"] if m in cfg.methods]
+shown_methods = [m for m in ["LM", "B1", "B2", "B3", "B4", "LMjoint"] if m in cfg.methods]
 shown_steps = [n for n in [5, 10, 50, 200] if n in cfg.n_steps_grid]
 fig, axes = plt.subplots(len(shown_methods), len(shown_steps), figsize=(2.6 * len(shown_steps), 2.5 * len(shown_methods)),
                          sharex=True, sharey=True, squeeze=False)
@@ -260,8 +270,9 @@ distance.pivot_table(index="method", columns="n_steps", values=["sw2", "correcte
 # computed per seed from the runs above. A claim holds when the whole 95% interval of the mean over
 # seeds clears the threshold, fails when the whole interval misses it, and is undecided when the
 # interval contains it; a claim whose
-# precondition did not hold is inconclusive. The claims as posed before this revision (c1, c3, c4) are
-# shown as measurements, not judged.
+# precondition did not hold is inconclusive. The claims as posed before earlier revisions (c1, c3, c4,
+# and p1's old form, x2) are shown as measurements, not judged, as is LM's score error at $t = 0.325$
+# (x1).
 
 # %%
 values = experiment.claim_values(runs)
@@ -276,12 +287,33 @@ ledger.table()
 pd.DataFrame(values).round(3)
 
 # %% [markdown]
-# Precondition p1's ratio for B3 instead of LM (not judged): B3 trains only a score, with the same
-# likelihood weighting $\sigma^2_{t|s} / (1 - \bar\alpha_t)$ as LM and $C = I$, so it separates what the
-# weighting does to the score from what learning the covariance does.
+# ## The score errors behind p1 and p4, per seed and per diffusion time
+#
+# The score error $e(t)$ in the $\epsilon$ parameterisation both losses use, on 1,000 fresh points
+# per $t$ at 20 diffusion times, for LM's score network (which is also B3's and B4's) and the DSM
+# network (B1's and B2's); the grey line is LM's Rao-Blackwellised weight $\bar w(t)$, the weight
+# p1 averages with (p4 averages uniformly, as DSM's loss does).
 
 # %%
-pd.DataFrame(experiment.claim_values(runs, method="B3")).loc[["p1_score_learned"]].round(3)
+score = runs[runs["kind"] == "score"].assign(network=lambda d: d["method"].map({"LM": "LM (= B3, B4)", "B1": "DSM (B1, B2)"}))
+fig, ax = plt.subplots(figsize=(6.5, 3.6))
+sns.lineplot(score, x="t", y="eps_mse", hue="network", marker="o", errorbar="sd", ax=ax)
+ax2 = ax.twinx()
+w_t = score.groupby("t")["weight"].first()
+ax2.plot(w_t.index, w_t.values, color="0.6", lw=1)
+ax2.set(ylabel="weight $\\bar w(t)$", ylim=(0, 1))
+ax.set(yscale="log", xlabel="diffusion time $t$", ylabel="score error $e(t)$")
+ax.legend(title="", fontsize="small")
+plt.show()
+
+# %% [markdown]
+# *Figure 5. Score error $e(t)$ (mean over seeds, band: standard deviation) of LM's score network and
+# of the DSM network against diffusion time, log scale; grey, right axis: LM's weight $\bar w(t)$.*
+#
+# The same errors per seed (rows: network and seed; columns: $t$):
+
+# %%
+score.pivot_table(index=["network", "seed"], columns="t", values="eps_mse").round(4)
 
 # %% [markdown]
 # ## What we scaled down, and why the effect should survive it
@@ -292,9 +324,12 @@ pd.DataFrame(experiment.claim_values(runs, method="B3")).loc[["p1_score_learned"
 # - **Data.** A 2-D mixture instead of images: small enough to know the score and Hessian exactly,
 #   and anisotropic enough that an isotropic reverse variance is wrong. An optional 8-dimensional
 #   digits variant we had planned is not run.
-# - **Training budget.** 3,000 steps of a 3 x 64 network per method: every method gets the same
-#   budget, but none is trained to convergence, which matters for claim c3b (a residual difference at
-#   many steps can come from training rather than from the sampler).
+# - **Training budget.** 3,000 steps of a 3 x 64 score trunk (and, for LM, a covariance trunk of the
+#   same shape): every method gets the same budget and the same tuned learning rate, but none is
+#   trained to convergence, which matters for claim c3b (a residual difference at many steps can come
+#   from training rather than from the sampler). LM's training takes about 2.7 times DSM's here (its
+#   covariance trunk, and B4's beside it in the same loop); the paper reports over twice score
+#   matching's cost on CIFAR-10, per a public review.
 # - **Sample sizes.** 4,000 samples per method and grid point, 40,000 for the claim at $N = 10$; the
 #   distances are corrected for the sampling floor, calibrated with the exact sampler.
 #
@@ -306,64 +341,79 @@ pd.DataFrame(experiment.claim_values(runs, method="B3")).loc[["p1_score_learned"
 ledger.report()
 
 # %% [markdown]
-# What the book-profile run (seeds 0, 1 and 2) shows, and why we think so. These bullets were
-# written for that run; at other profiles or seeds, trust the tables above.
+# What the committed book-profile run (confirmatory seeds 1000-1004, declared before it; no tuning
+# on them) shows, and why we think so. These bullets were written for that run; at other profiles or
+# seeds, trust the tables above.
 #
-# - **Before this revision** LM was trained with the plain, coupled gradient for 1,500 steps, and
-#   every claim failed: c1 (raw SW2 ratio at $N = 10$) 1.62 against $\le 0.8$, c2 $-0.082$ against
-#   $\ge 0.05$, c3 (relative gap at $N = 200$) 1.31 against $\le 0.10$, c4 (Hessian error) 0.381
-#   against a guessed 0.35. Its score was the problem (about 4x DSM's error at $t = 0.1$), and c1 and c3
-#   were posed so that even the exact sampler failed them (see the calibration).
-# - **The calibration holds.** With the analytic score and Hessian, LM's sampler at $N = 10$ is at
-#   ratio 0.50 of the better isotropic sampler on the corrected distance (p2: 0.513, 0.500, 0.498),
-#   and the exact LM and B2 samplers at $N = 200$ differ by 0.18-1.0 floors (p3: 0.391, 0.999,
-#   0.180), inside c3b's tolerance of 4. So c1b and c3b are claims the exact method meets.
-# - **The rebuild's score is still not good enough: precondition p1 is undecided** (mean 1.89
-#   against $\le 1.5$; seeds 1.29, 1.37, 3.01: two seeds clear the bar, one is twice over it, and
-#   the 95% interval [-0.52, 4.30] contains 1.5; at this spread about 27 seeds would decide it). An
-#   undecided precondition does not hold, so every claim it gates is inconclusive. Decoupling the
-#   gradients fixed the failure named above: at $t = 0.1$ LM's mean score error is now 0.84 against
-#   DSM's 0.81 (it was about four times DSM's). The gap is at $t = 0.3$, where all errors are small
-#   (mean 0.007 for LM, 0.004 for DSM) and one seed is three times DSM's. B3, with the same
-#   likelihood weighting and no covariance, sits at 0.006 there, so much of the gap comes from the
-#   likelihood weighting, which gives small diffusion steps little weight, rather than from the
-#   covariance (B3's own ratio is in the table above).
-# - **Why, from pilots of the score networks alone (issue 17's second pass; no claim value looked
-#   at).** More data does not close the gap: with batches of 1,024 instead of 256 (same 3,000 steps)
-#   both errors at $t = 0.3$ fall (DSM 0.0017-0.0020, LM 0.0029-0.0039), but the ratio rises (1.69,
-#   2.27, 1.99), while LM's error at $t = 0.1$ drops *below* DSM's on two seeds (0.72 against 0.75,
-#   0.68 against 0.74). Nor does capacity: a trunk of width 128 gives 1.64 on seed 0. The cause is the
-#   likelihood weighting itself. The score's term in LM's loss is weighted by
-#   $\sigma^2_{t|s} / (1 - \bar\alpha_t)$; averaged over the training step sizes $1/N$,
-#   $N \in \{5, 10, 20, 50, 200\}$, that is 0.76 at $t = 0.05$, 0.64 at $t = 0.1$ and 0.44 at
-#   $t = 0.3$, where DSM weights every $t$ alike. So LM spends its network on small $t$ at the cost
-#   of $t = 0.3$. Changing that weighting would change the method, so this revision keeps it, and p1
-#   does not hold.
-# - **So the headline claims are inconclusive, although their values clear.** c1b: 0.747 ± 0.077
-#   (seeds 0.732, 0.678, 0.830; seed 2, the one with the poor score, misses 0.8); c2: 0.242 ± 0.004
-#   nats per dimension (0.246, 0.243, 0.238; every seed far above 0.05); c3b: 1.26 ± 0.95 floors
-#   (0.202, 2.042, 1.548; every seed under 4). We declared that they need a score as good as DSM's;
-#   on this rebuild, at 3,000 steps, LM's is not on every seed, so the book does not count them.
-# - **c4b is undecided, and every seed is against LM: its learned Hessian is worse than the one a
-#   score model already holds** (ratio 1.99 ± 0.52; seeds 1.50, 2.54, 1.92, all above the bar of 1;
-#   the 95% interval [0.69, 3.29] still reaches below 1, and about 4 seeds would decide it). The
-#   Hessian head improved (error 0.196 at $t = 0.3$, which would now clear the old guess of 0.35:
-#   the measurement c4), but the symmetrised Jacobian of the DSM network's score is about twice as
-#   accurate. On this toy, learning the Hessian by likelihood does not beat differentiating a score;
-#   whether it does on images, where Jacobians cost $d$ backward passes, this chapter cannot say.
-# - **Where the matched covariance helps.** On the sample grid LM is the closest to the target at 5
-#   steps (SW2 0.131 against 0.245-0.248 for B1 and B2) and at 10 (0.071 against 0.100 and 0.129); at
-#   200 steps all four methods are at 0.075-0.076, about twice the sampling floor of 0.039. Its NLL
-#   bound at $N = 20$ is 1.04 nats per dimension against 1.28 for B1 and 2.57 for B3 (mean only), and it
-#   is the lowest at every $N$ (at 200 steps only just: 1.035 against B1's 1.052).
-# - **The old claims, as measurements.** On the new recipe, c1 (raw ratio) reads 0.716 and c4 0.196,
-#   both inside their old thresholds, and c3 0.149 (over 0.10 on two seeds): these are the numbers the
-#   old posing gives, not verdicts.
-# - **Choices made with numbers in view.** The decoupled recipe is the earlier exploratory LMsg,
-#   whose values on the old c1-c3 we had seen; the re-posed claims, p1 and c4b's reference were
-#   declared before LM's run, c4b knowing the DSM Jacobian's error from a baseline pilot. An earlier
-#   version of this chapter also tried tanh and ReLU trunks (our plan asked for SiLU, which we
-#   kept).
+# - **The preconditions hold, so the verdicts count.** p1, LM's score error weighted as its own loss
+#   weights it, over the DSM network's: 1.016, interval [0.978, 1.054] against $\le 1.5$ (seeds 1.036,
+#   1.022, 0.962, 1.024, 1.036). p4, the DSM network's error in DSM's own uniform weighting over LM's:
+#   0.975 [0.935, 1.015] against $\le 1.5$ (0.957, 0.972, 1.031, 0.968, 0.949). So each score network
+#   is as good as the other on its own loss's weighting: neither side of the comparison is
+#   handicapped by training. The headroom arms hold too: the exact samplers meet c1b's bar (p2: 0.517
+#   [0.408, 0.625], every seed 0.42-0.62) and c3b's tolerance (p3: 1.03 [-0.32, 2.38] floors, every
+#   seed under 4).
+# - **Issue 41's finding on p1 was right, and fixing the rebuild settled it.** p1's earlier form, the
+#   larger of LM's and DSM's score-error ratios at $t = 0.1$ and $0.3$, is still reported (x2): 1.26
+#   [1.01, 1.50] (1.04-1.48), mostly from $t = 0.3$, where the errors are about 0.002 against 0.12 at
+#   $t = 0.025$ (Figure 5 and the table above it). LM's likelihood weighting gives mid-range $t$ less
+#   weight than DSM's uniform one, so LM's error there is up to twice DSM's while it matches DSM at
+#   small $t$; that is the method's choice of weighting, not a training failure. The seed with
+#   three times DSM's error is gone: with the covariance in its own trunk, clipping and the
+#   Rao-Blackwellised weight, no seed's old ratio exceeds 1.5 (the previous run had 3.01).
+# - **Headline c1b holds, size and direction: with 10 steps LM's samples are 26% closer to the target
+#   than score matching's** (ratio of floor-corrected SW2 0.744, interval [0.701, 0.788] against
+#   $\le 0.8$, and below the no-effect value 1; seeds 0.727, 0.697, 0.739, 0.785, 0.771). The better
+#   DDPM variance at $N = 10$ is $\tilde\beta_k$ (B2; corrected SW2 0.094 against B1's 0.123, mean
+#   over seeds).
+# - **The gain is the covariance's, not the score weighting's (m1 holds).** Issue 41 asked whether
+#   the likelihood weighting of the score alone puts the rebuild on the bar. With LM's own score and
+#   the DDPM variances (S1, S2) in place of the DSM network, the ratio is 0.748 [0.712, 0.785]
+#   (0.738, 0.706, 0.765, 0.784, 0.750), almost the same as c1b's: S2's corrected distance (0.093)
+#   equals B2's (0.094). Had the weighting done the work, m1 would sit near 1. The exact samplers put
+#   the attainable ratio at 0.52 (p2), so the learned covariance recovers about half of what exact
+#   second moments would give.
+# - **Headline c2 holds, size and direction: at 20 steps LM's NLL bound is 0.258 nats per dimension
+#   below the better of score matching (B1) and the mean-only ablation (B3)** (interval [0.248, 0.268]
+#   against $\ge 0.05$; seeds 0.255, 0.272, 0.254, 0.254, 0.252). The NLL bound is, up to constants,
+#   what LM's loss optimises one step at a time, so this is LM's home ground; c1b is the neutral
+#   metric and it agrees.
+# - **A fitted covariance, not only a fixed one, is beaten (m2 holds).** Against B4, the same score
+#   with a learned diagonal covariance, LM's rank-1 term lowers the NLL bound at $N = 20$ by 0.084
+#   [0.078, 0.091] nats per dimension (0.083, 0.093, 0.085, 0.080, 0.081; B4 1.111, LM 1.027). On
+#   the sampling distance B4 sits between LM and DSM (SW2 0.169 at $N = 5$ against LM's 0.136 and
+#   0.238 for B2). The tilted components need the off-diagonal term.
+# - **c3b holds: with many steps the advantage vanishes.** At $N = 200$ LM and B2 differ by 0.50
+#   [0.14, 0.87] sampling floors (0.27-0.93), inside the tolerance of 4 that the exact samplers'
+#   calibration set. The tolerance was chosen so that the exact method passes on every calibration
+#   seed (issue 41 noted this); it is wide, but the trained samplers sit well inside it: their mean
+#   gap (0.50 floors) is below the exact samplers' own mean gap on these seeds (p3, 1.03 floors).
+# - **c4b fails: LM's learned Hessian is worse than the one a score model already holds.** LM's
+#   relative Hessian error at $t = 0.3$ over that of the symmetrised Jacobian of the DSM network's
+#   score is 1.56 [1.05, 2.07] against $\le 1$ (2.07, 1.80, 1.64, 1.24, 1.06): the Hessian head's
+#   error improved (0.138, the measurement c4; 0.196 in the previous run) but differentiating the
+#   score is more accurate on every seed. This is about the toy as much as the paper: in 2-D the
+#   Jacobian costs two backward passes; on images it costs $d$, which is the case for learning the
+#   Hessian that this chapter cannot test.
+# - **The 6,000-step run (pilot seeds 0-2, the same recipe, measured after the confirmatory run and
+#   not committed as results).** Issue 41 asked for it. With twice the training, p1 is 0.908, 0.894
+#   and 1.001 and p4 1.090, 1.090 and 0.990 (seed 0 at 3,000 steps: 0.991 and 1.003): both networks
+#   keep improving by about the same amount (LM's error at $t = 0.025$ falls from about 0.12 to
+#   0.07-0.11), and neither ratio comes near 1.5. The preconditions do not rest on stopping at 3,000
+#   steps. The sampling claims were not re-measured at 6,000 steps (time budget).
+# - **Verdict.** Both headlines hold with every precondition met, on five confirmatory seeds, and the
+#   mechanism claims that could have explained them away (the score weighting, m1; a diagonal
+#   covariance, m2; a training effect that persists at many steps, c3b) all come out on the paper's
+#   side. The one claim that fails (c4b) compares LM's Hessian with a reference the paper does not
+#   discuss and that is cheap only in low dimension. So on this toy, the paper's central claims are
+#   reproduced; what the toy cannot show is whether the gains survive in image dimensions, where the
+#   covariance is rank-limited and the paper's numbers could not be read.
+# - **Choices made with numbers in view.** The separate covariance trunk, the clipping and the
+#   weight's Rao-Blackwellisation were chosen from issue 41's reading of the previous run (which had
+#   seen c1b, c2 and c3b on seeds 0-2) and declared before any new run; the learning rate was tuned
+#   on pilot seeds 0-2 on held-out loss values only; one pilot book run on seed 0 checked the
+#   notebook's code before the confirmatory run. The previous declarations' verdicts are kept in
+#   `chapter.yml` (history).
 
 # %% [markdown]
 # ## Reproducibility summary
@@ -372,10 +422,10 @@ ledger.report()
 # | | |
 # | --- | --- |
 # | paper | Likelihood matching: training diffusion models by the quasi-likelihood of reverse transitions (Lei Qian, Wu Su, Yanqi Huang, Song Xi Chen, ICML 2026; arXiv 2508.03636); official code none found |
-# | scope | 10 claims declared in `chapter.yml` before the run: 3 precondition, 2 headline, 2 mechanism, 3 measurement |
-# | results | headline **inconclusive** (size: inconclusive, inconclusive; direction: inconclusive, inconclusive); headline and mechanism claims: 0 hold, 0 fail, 1 undecided, 3 inconclusive |
-# | seeds | committed run: 0, 1, 2 (development seeds); declared confirmatory seeds: 1000, 1001, 1002, 1003, 1004; smoke profile: 0 |
-# | compute | book profile: 124 s on 2 CPU cores for the three notebooks (01_theory 4 s, 02_implementation 9 s, 03_experiment 111 s); smoke: under 15 s a notebook; paper: unbounded, nearer the paper's scale |
+# | scope | 15 claims declared in `chapter.yml` before the run: 4 precondition, 2 headline, 4 mechanism, 5 measurement |
+# | results | headline **reproduced** (size: holds, holds; direction: holds, holds); headline and mechanism claims: 5 hold, 1 fail, 0 undecided, 0 inconclusive |
+# | seeds | committed run: 1000, 1001, 1002, 1003, 1004 (confirmatory seeds); declared confirmatory seeds: 1000, 1001, 1002, 1003, 1004; smoke profile: 0 |
+# | compute | book profile: 206 s on 2 CPU cores for the three notebooks (01_theory 3 s, 02_implementation 10 s, 03_experiment 194 s); smoke: under 15 s a notebook; paper: unbounded, nearer the paper's scale |
 # <!-- end of reproducibility summary -->
 #
 # **What we built and scaled down.** Likelihood matching reconstructed from the abstract and exact
@@ -396,21 +446,23 @@ ledger.report()
 # claim: trained with the plain gradient, LM's score was about four times worse than score
 # matching's, which the decoupled gradients fixed; and two claims had been posed inside sampling
 # noise, so that even the exact sampler failed them, which the floor-corrected distances and the
-# calibration with exact samplers fixed. What remains is the method's own likelihood weighting,
-# which leaves LM's score at $t = 0.3$ behind score matching's on one seed of three (p1 undecided).
+# calibration with exact samplers fixed. The second left LM's score behind on one seed through the
+# covariance heads' gradients in a shared trunk, and judged it at a single diffusion time where every
+# error is tiny; a separate covariance trunk, gradient clipping, a Rao-Blackwellised weight and a
+# precondition on the error LM's own loss weights fixed both (issue 41).
 
 # %% [markdown]
 # ## Summary
 #
 # We rebuilt likelihood matching from the abstract and exact identities: a loss that learns the score
 # and the Hessian of $\log p_t$ together, and a sampler that draws each step from the matched Gaussian.
-# On a 2-D mixture with known score and Hessian, trained with decoupled gradients (same loss value and
-# minimisers as the plain likelihood-matching loss), it gives the best samples with few steps and the
-# best NLL bound, and converges to the baselines with many steps, on distances calibrated so that the
-# exact method meets the claims. But its score at $t = 0.3$ is not as good as score matching's on
-# every seed (the precondition we declared is undecided over three seeds), so the headline claims are
-# inconclusive rather than reproduced; and its learned Hessian is less accurate than the Jacobian of a
-# score-matching network on every seed (c4b undecided over three seeds).
+# On a 2-D mixture with known score and Hessian, with every score network as good as the other on its
+# own loss's weighting, LM's samples with 10 steps are 26% closer to the target than score matching's
+# (c1b holds, five confirmatory seeds), and almost all of that comes from the learned covariance
+# (m1: the same score with DDPM variances gains nothing); its NLL bound is 0.26 nats per dimension
+# lower (c2 holds) and 0.08 lower than with a learned diagonal covariance (m2); with 200 steps the
+# samplers agree (c3b). Its learned Hessian is less accurate than the Jacobian of a score-matching
+# network (c4b fails), a comparison that favours the toy's two dimensions.
 #
 # ## Exercises
 #

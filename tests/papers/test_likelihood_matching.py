@@ -331,7 +331,9 @@ def test_run_experiment_smoke_and_determinism():
     assert all(np.isfinite(r["sw2"]) and np.isfinite(r["nll"]) and r["floor2"] > 0 for r in samp)
     dist = [(r["method"], r["n_steps"], r["n_points"]) for r in rows if r["kind"] == "distance"]
     assert dist == [("LM*", 10, 200), ("B1*", 10, 200), ("B2*", 10, 200), ("LM", 10, 200), ("B1", 10, 200),
-                    ("B2", 10, 200)]
+                    ("B2", 10, 200), ("S1", 10, 200), ("S2", 10, 200)]
+    score = [r for r in rows if r["kind"] == "score"]
+    assert len(score) == 2 * len(task.SCORE_TS) and {r["method"] for r in score} == {"LM", "B1"}
     keys = ("sw2", "nll", "rel_error", "jac_rel_error", "score_mse", "floor2")
     key = lambda rs: np.array([[r.get(k, -1.0) for k in keys] for r in rs])  # noqa: E731
     assert np.array_equal(key(rows), key(rows2), equal_nan=True)
@@ -339,7 +341,7 @@ def test_run_experiment_smoke_and_determinism():
     assert len(ex["ellipses"]) == 6 and ex["ellipses"][0]["cov_true"].shape == (2, 2)
     cv = experiment.claim_values(rows)[0]
     assert set(cv) == _chapter_ids()
-    nan_ids = {"c2_nll_bound", "c3b_convergence_floor", "p3_oracle_c3", "c3_convergence"}
+    nan_ids = {"c2_nll_bound", "c3b_convergence_floor", "p3_oracle_c3", "c3_convergence", "m2_lowrank_nll"}
     assert all(math.isnan(cv[k]) for k in nan_ids)
     assert all(np.isfinite(v) for k, v in cv.items() if k not in nan_ids)
 
@@ -374,6 +376,8 @@ def _claim_rows():
         (1, "B2"): {5: (0.75, 3.7), 10: (0.25, 2.7), 20: (0.50, 1.20), 200: (0.20, 0.72)},
         (1, "B3"): {5: (0.35, 3.8), 10: (0.10, 2.8), 20: (0.60, 1.45), 200: (0.30, 0.80)},
         (1, "LMjoint"): {5: (0.50, 3.4), 10: (0.20, 2.4), 20: (0.42, 1.30), 200: (0.26, 0.69)},
+        (0, "B4"): {20: (0.30, 1.10)},
+        (1, "B4"): {20: (0.40, 1.55)},
     }
     floor = {0: 0.0016, 1: 0.0020}
     rows = [dict(kind="sampling", seed=seed, method=m, n_steps=n, sw2=sw2, floor2=floor[seed], nll=nll,
@@ -386,6 +390,7 @@ def _claim_rows():
         (1, "LM", 10): 0.020, (1, "B1", 10): 0.040, (1, "B2", 10): 0.050, (1, "B3", 10): 0.010,
         (1, "LMjoint", 10): 0.060, (1, "LM*", 10): 0.035, (1, "B1*", 10): 0.045, (1, "B2*", 10): 0.060,
         (1, "LM*", 200): 0.050, (1, "B2*", 200): 0.045,
+        (0, "S1", 10): 0.040, (0, "S2", 10): 0.045, (1, "S1", 10): 0.050, (1, "S2", 10): 0.035,
     }
     claim_floor = {0: 0.0004, 1: 0.0009}
     rows += [dict(kind="distance", seed=seed, method=m, n_steps=n, n_points=40000 if n == 10 else 4000, sw2=v,
@@ -403,7 +408,19 @@ def _claim_rows():
     }
     rows += [dict(kind="hessian", seed=seed, method=m, t=t, rel_error=e, jac_rel_error=j, score_mse=mse)
              for (seed, m), by_t in hess.items() for t, (e, j, mse) in by_t.items()]
+    rows += [dict(kind="score", seed=seed, method=m, t=t, eps_mse=e, weight=w)
+             for (seed, m), es in SCORE_ROWS.items() for t, e, w in zip((0.125, 0.325, 0.625), es, (0.6, 0.4, 0.2))]
     return rows
+
+
+#: (seed, network): the score errors e(t) at t = 0.125, 0.325, 0.625 (weights 0.6, 0.4, 0.2)
+SCORE_ROWS = {(0, "LM"): (0.5, 0.1, 0.02), (0, "B1"): (0.4, 0.12, 0.01),
+              (1, "LM"): (0.3, 0.2, 0.05), (1, "B1"): (0.35, 0.1, 0.02)}
+
+
+def _weighted(es, uniform=False):
+    w = (1.0, 1.0, 1.0) if uniform else (0.6, 0.4, 0.2)
+    return sum(a * b for a, b in zip(w, es)) / sum(w)
 
 
 def test_claim_values_hand_computed():
@@ -418,7 +435,11 @@ def test_claim_values_hand_computed():
     }
     want = {
         "LM": {
-            0: {"p1_score_learned": 0.30 / 0.20,  # t = 0.1 is the larger ratio (t = 0.6's 2.0 ignored)
+            0: {"p1_score_learned": _weighted(SCORE_ROWS[0, "LM"]) / _weighted(SCORE_ROWS[0, "B1"]),
+                "p4_dsm_competent": _weighted(SCORE_ROWS[0, "B1"], True) / _weighted(SCORE_ROWS[0, "LM"], True),
+                "m1_covariance_alone": math.sqrt((0.03**2 - 0.0004) / (0.04**2 - 0.0004)),  # S1 the better
+                "m2_lowrank_nll": 1.10 - 1.00, "x1_score_error_lm_t03": 0.1,
+                "x2_old_p1": 0.30 / 0.20,  # t = 0.1 is the larger ratio (t = 0.6's 2.0 ignored)
                 "c1b_few_steps_corrected": math.sqrt((0.03**2 - 0.0004) / (0.05**2 - 0.0004)),  # B2's distance row
                 "c2_nll_bound": 1.15 - 1.00,  # min(B1, B3) at N = 20 is B3
                 "c3b_convergence_floor": (0.11**2 - 0.10**2) / 0.0016,
@@ -426,7 +447,11 @@ def test_claim_values_hand_computed():
                 "c1_few_steps_sw2": 0.12 / 0.20,  # min(B1, B2) at N = 10 is B1
                 "c3_convergence": (0.11 - 0.10) / 0.10,
                 "c4_hessian_learned": 0.20},
-            1: {"p1_score_learned": 0.09 / 0.03,  # here t = 0.3
+            1: {"p1_score_learned": _weighted(SCORE_ROWS[1, "LM"]) / _weighted(SCORE_ROWS[1, "B1"]),
+                "p4_dsm_competent": _weighted(SCORE_ROWS[1, "B1"], True) / _weighted(SCORE_ROWS[1, "LM"], True),
+                "m1_covariance_alone": 0.0,  # LM below the floor
+                "m2_lowrank_nll": 1.55 - 1.60, "x1_score_error_lm_t03": 0.2,
+                "x2_old_p1": 0.09 / 0.03,  # here t = 0.3
                 "c1b_few_steps_corrected": 0.0,  # LM below the floor
                 "c2_nll_bound": 1.45 - 1.60,  # B3 again; LM worse: negative
                 "c3b_convergence_floor": (0.20**2 - 0.16**2) / 0.0020,  # LM below B2
@@ -436,12 +461,16 @@ def test_claim_values_hand_computed():
                 "c4_hessian_learned": 0.40},
         },
         "LMjoint": {  # method= replaces LM in every formula of a trained network, the baselines stay
-            0: {"p1_score_learned": 0.80 / 0.20,
+            0: {"x2_old_p1": 0.80 / 0.20, "p1_score_learned": math.nan, "p4_dsm_competent": math.nan,
+                "x1_score_error_lm_t03": math.nan, "m2_lowrank_nll": 1.10 - 1.05,
+                "m1_covariance_alone": math.sqrt((0.09**2 - 0.0004) / (0.04**2 - 0.0004)),
                 "c1b_few_steps_corrected": math.sqrt((0.09**2 - 0.0004) / (0.05**2 - 0.0004)),
                 "c2_nll_bound": 1.15 - 1.05, "c3b_convergence_floor": (0.12**2 - 0.10**2) / 0.0016,
                 "c4b_hessian_vs_jacobian": 0.25 / 0.8, "c1_few_steps_sw2": 0.09 / 0.20,
                 "c3_convergence": (0.12 - 0.10) / 0.10, "c4_hessian_learned": 0.25},
-            1: {"p1_score_learned": 0.40 / 0.10,
+            1: {"x2_old_p1": 0.40 / 0.10, "p1_score_learned": math.nan, "p4_dsm_competent": math.nan,
+                "x1_score_error_lm_t03": math.nan, "m2_lowrank_nll": 1.55 - 1.30,
+                "m1_covariance_alone": math.sqrt((0.06**2 - 0.0009) / (0.035**2 - 0.0009)),
                 "c1b_few_steps_corrected": math.sqrt((0.06**2 - 0.0009) / (0.04**2 - 0.0009)),  # B1's row
                 "c2_nll_bound": 1.45 - 1.30, "c3b_convergence_floor": (0.26**2 - 0.20**2) / 0.0020,
                 "c4b_hessian_vs_jacobian": 0.33 / 0.5, "c1_few_steps_sw2": 0.20 / 0.25,
@@ -455,7 +484,10 @@ def test_claim_values_hand_computed():
             for seed, values in by_seed.items():
                 assert set(got[seed]) == ids == set(values) | set(oracle[seed])
                 for claim, value in {**values, **oracle[seed]}.items():
-                    assert got[seed][claim] == pytest.approx(value, rel=1e-12, abs=1e-15), (m, seed, claim)
+                    if math.isnan(value):  # LMjoint has no score rows of its own
+                        assert math.isnan(got[seed][claim]), (m, seed, claim)
+                    else:
+                        assert got[seed][claim] == pytest.approx(value, rel=1e-12, abs=1e-15), (m, seed, claim)
 
 
 def test_claim_values_nan_where_a_method_or_grid_point_is_missing():
@@ -468,7 +500,8 @@ def test_claim_values_nan_where_a_method_or_grid_point_is_missing():
     assert all(math.isnan(cv[k]) for k in ("c2_nll_bound", "c3b_convergence_floor", "p3_oracle_c3", "c3_convergence"))
     assert cv["c1_few_steps_sw2"] == pytest.approx(0.6) and cv["c4_hessian_learned"] == pytest.approx(0.2)
     cv = experiment.claim_values([r for r in rows if not (r["method"] == "B1" and r.get("t") == 0.1)])[0]
-    assert math.isnan(cv["p1_score_learned"])  # one t missing: no maximum over t
+    assert math.isnan(cv["x2_old_p1"])  # one t missing: no maximum over t
+    assert np.isfinite(cv["p1_score_learned"])  # p1 is read from the "score" rows
     assert cv["c4b_hessian_vs_jacobian"] == pytest.approx(0.25)
 
 
@@ -557,7 +590,7 @@ def _lm_inputs(n=16, seed=0):
     return x0, t, s, eps
 
 
-def _hand_lm(net, x0, t, s, eps, objective):
+def _hand_lm(net, x0, t, s, eps, objective, w=None):
     """The batch-mean training objective written out densely (section 4 with C = D + W W^T of section 5):
     ``lm`` / ``lm_diag`` (W = 0) as they stand; ``lm_sg`` / ``lm_diag_sg`` hold the residual fixed in the
     covariance terms and give the score the identity-weighted gradient of 1/2 sigma^2 / (1 - alpha_bar)
@@ -571,7 +604,8 @@ def _hand_lm(net, x0, t, s, eps, objective):
     sig2 = 1 - ab / torch.exp(-0.1 * sd - 0.5 * 19.9 * sd * sd)
     v = out["eps"].double() - eps.double()
     weight = 0.5 * sig2 / (1 - ab)
-    mean_term = weight * (v * v).sum(-1)
+    sweight = weight if w is None else 0.5 * w  # the score term's weight (Rao-Blackwellised in training)
+    mean_term = sweight * (v * v).sum(-1)
     if objective == "lm_mean":
         return mean_term.mean()
     kappa = (1 - sig2 / (1 - ab)).clamp_min(0)
@@ -582,7 +616,7 @@ def _hand_lm(net, x0, t, s, eps, objective):
     vd = v.detach() if objective.endswith("_sg") else v
     cov_terms = 0.5 * torch.logdet(C) + weight * torch.einsum("ni,nij,nj->n", vd, Ci, vd) + 0.5 * kappa * Ci.diagonal(
         dim1=-2, dim2=-1).sum(-1)
-    return (cov_terms + mean_term - weight * (vd * vd).sum(-1)).mean()
+    return (cov_terms + mean_term - sweight * (vd * vd).sum(-1)).mean()
 
 
 @pytest.mark.parametrize("objective", ["lm", "lm_diag", "lm_sg", "lm_diag_sg"])
@@ -602,9 +636,17 @@ def test_lm_gradients_equal_the_hand_written_objective(objective):
     if objective.endswith("_sg"):
         coupled = method.training_loss(net, x0, t, s, eps, objective[:-3])
         assert got.item() == pytest.approx(coupled.item(), rel=1e-5)
-        last = list(net.parameters())[-2]  # the output layer's weight; its first d rows are the eps head
-        g_mean = torch.autograd.grad(method.training_loss(net, x0, t, s, eps, "lm_mean"), [last])[0]
-        assert torch.allclose(g_got[-2][:2], g_mean[:2], rtol=1e-3, atol=1e-6) and g_mean[:2].abs().max() > 1e-4
+        # the score trunk gets exactly lm_mean's (B3's) gradient, the covariance trunk none of it
+        n_trunk = len(list(net.trunk.parameters()))
+        g_mean = torch.autograd.grad(method.training_loss(net, x0, t, s, eps, "lm_mean"), list(net.trunk.parameters()))
+        for a, b in zip(g_got[:n_trunk], g_mean):
+            assert torch.allclose(a, b, rtol=1e-4, atol=1e-7)
+        assert max(float(b.abs().max()) for b in g_mean) > 1e-4
+        parts = method.training_loss(net, x0, t, s, eps, objective, parts=True)
+        g_cov = torch.autograd.grad(parts["covariance"], list(net.parameters()), allow_unused=True)
+        assert all(g is None or float(g.abs().max()) == 0 for g in g_cov[:n_trunk])
+        g_sc = torch.autograd.grad(parts["score"], list(net.parameters()), allow_unused=True)
+        assert all(g is None or float(g.abs().max()) == 0 for g in g_sc[n_trunk:])
 
 
 def _hand_training(objective, steps, warm, lr, seed=0, batch=8, grid=(5, 10)):
@@ -618,8 +660,17 @@ def _hand_training(objective, steps, warm, lr, seed=0, batch=8, grid=(5, 10)):
         t = 1.0 - torch.rand(batch, generator=gen)
         s = (t - deltas[torch.randint(len(deltas), (batch,), generator=gen)]).clamp_min(0.0)
         eps = torch.randn(batch, 2, generator=gen)
-        loss = _hand_lm(net, x0, t, s, eps, "lm_mean" if k < warm else objective)
-        grads = torch.autograd.grad(loss, list(net.parameters()), allow_unused=True)
+        td = t.double()
+        w = sum(1 - torch.exp(-0.1 * td - 9.95 * td * td) / torch.exp(-0.1 * sn - 9.95 * sn * sn)
+                for sn in ((td - 1.0 / n).clamp_min(0.0) for n in grid)) / len(grid) / (1 - torch.exp(-0.1 * td - 9.95 * td * td))
+        loss = _hand_lm(net, x0, t, s, eps, "lm_mean" if k < warm else objective, w=w)
+        grads = list(torch.autograd.grad(loss, list(net.parameters()), allow_unused=True))
+        n_trunk = len(list(net.trunk.parameters()))
+        for lo, hi in ((0, n_trunk), (n_trunk, len(grads))):  # clip each trunk to norm 1
+            gs = [g for g in grads[lo:hi] if g is not None]
+            norm = torch.sqrt(sum((g.double() ** 2).sum() for g in gs)) if gs else torch.tensor(0.0)
+            scale = min(1.0, 1.0 / (float(norm) + 1e-6))
+            grads[lo:hi] = [None if g is None else g * scale for g in grads[lo:hi]]
         with torch.no_grad():
             for p, g in zip(net.parameters(), grads):
                 if g is not None:
@@ -631,7 +682,7 @@ def _hand_training(objective, steps, warm, lr, seed=0, batch=8, grid=(5, 10)):
 def test_train_model_sgd_steps_follow_the_hand_written_objective(objective, warm, monkeypatch):
     """Two plain-SGD steps of train_model (warm start C = I on the first step for lm_sg, the cosine lr
     halved at the second) equal the hand-written steps on the same data stream."""
-    monkeypatch.setattr(torch.optim, "Adam", lambda params, lr: torch.optim.SGD(params, lr=lr))
+    monkeypatch.setattr(torch.optim, "Adam", lambda params, lr, **kw: torch.optim.SGD(params, lr=lr))
     net, _ = experiment.train_model(objective, seed=0, steps=2, batch_size=8, lr=0.05, n_steps_grid=(5, 10),
                                     warmup_frac=0.5, mix=MIX)
     want = _hand_training(objective, 2, warm, 0.05)
@@ -656,3 +707,74 @@ def test_decoupled_step_lowers_the_score_error_on_its_batch():
         for p, g in zip(net.parameters(), grads):
             p -= 1e-3 * g
     assert err() < before
+
+
+def test_rb_score_weight_is_the_mean_over_the_step_sizes():
+    t = torch.tensor([0.004, 0.1, 0.3, 0.9], dtype=torch.float64)
+    grid = (5, 10, 200)
+    want = torch.stack([method.transition(t, (t - 1.0 / n).clamp_min(0.0))[1] for n in grid]).mean(0) / (1 - method.alpha_bar(t))
+    assert torch.allclose(method.rb_score_weight(t, grid), want)
+    # its expectation over Delta equals the per-sample weight's, which ranges widely at one t
+    per = torch.stack([method.transition(t, (t - 1.0 / n).clamp_min(0.0))[1] / (1 - method.alpha_bar(t)) for n in grid])
+    assert float(per[:, 2].max() / per[:, 2].min()) > 10
+
+
+@pytest.mark.parametrize("objective", ["dsm", "lm_mean", "lm", "lm_sg", "lm_diag_sg"])
+def test_composite_loss_is_the_sum_of_its_parts(objective):
+    net = method.LMNet(seed=2)
+    x0, t, s, eps = _lm_inputs(32, seed=4)
+    w = method.rb_score_weight(t.double(), (5, 10))
+    p = method.training_loss(net, x0, t, s, eps, objective, score_weight=w, parts=True)
+    assert p["loss"].item() == pytest.approx((p["score"] + p["covariance"]).item(), rel=1e-6)
+    assert p["loss"].item() == pytest.approx(method.training_loss(net, x0, t, s, eps, objective, score_weight=w).item(), rel=1e-6)
+
+
+def test_lm_score_trunk_is_b3s_and_b4_shares_it():
+    """Separate trunks, per-trunk clipping and an element-wise optimiser: LM's score trunk trained with
+    lm_sg equals B3's (lm_mean) trained alone, and training B4's diagonal covariance trunk in the same
+    loop leaves LM unchanged while moving B4's own covariance trunk."""
+    kw = dict(seed=5, steps=12, batch_size=32, mix=MIX, warmup_frac=0.25)
+    lm, _ = experiment.train_model("lm_sg", **kw)
+    b3, _ = experiment.train_model("lm_mean", **kw)
+    lm2, info = experiment.train_model("lm_sg", with_diag=True, **kw)
+    for a, b in zip(lm.trunk.parameters(), b3.trunk.parameters()):
+        assert torch.allclose(a, b, atol=1e-6)
+    for a, b in zip(lm.parameters(), lm2.parameters()):
+        assert torch.allclose(a, b, atol=1e-6)
+    b4 = info["diag_net"]
+    assert b4.trunk is lm2.trunk and b4.rank == 0
+    fresh = method.LMNet(rank=0, seed=5)
+    assert any(not torch.equal(a, b) for a, b in zip(b4.cov_trunk.parameters(), fresh.cov_trunk.parameters()))
+    assert any(not torch.equal(a, b) for a, b in zip(lm.cov_trunk.parameters(), b3.cov_trunk.parameters()))
+
+
+def test_covariance_step_lowers_the_covariance_part_on_its_batch():
+    """One small SGD step on the covariance part (residual held fixed) lowers it on its batch (LM's low
+    rank and B4's diagonal form)."""
+    for objective, rank in (("lm_sg", 1), ("lm_diag_sg", 0)):
+        net = method.LMNet(seed=6, rank=rank)
+        x0, t, s, eps = _lm_inputs(64, seed=7)
+
+        def cov():
+            return method.training_loss(net, x0, t, s, eps, objective, parts=True)["covariance"].item()
+
+        before = cov()
+        part = method.training_loss(net, x0, t, s, eps, objective, parts=True)["covariance"]
+        grads = torch.autograd.grad(part, list(net.cov_trunk.parameters()))
+        with torch.no_grad():
+            for p, g in zip(net.cov_trunk.parameters(), grads):
+                p -= 1e-3 * g
+        assert cov() < before
+
+
+def test_score_errors_vanish_for_the_exact_eps_and_drop_with_training():
+    class Exact(torch.nn.Module):
+        def forward(self, x, t):
+            ab = float(method.alpha_bar(float(t)))
+            return dict(eps=-math.sqrt(1 - ab) * torch.as_tensor(task.score_pt(MIX, x.double().numpy(), float(t))))
+
+    assert np.allclose(task.score_errors(Exact(), MIX, (0.1, 0.5), n=50), 0.0, atol=1e-10)
+    net, _ = experiment.train_model("dsm", seed=0, steps=200, mix=MIX)
+    e = task.score_errors(net, MIX, (0.3,), n=300)
+    e0 = task.score_errors(method.LMNet(seed=0), MIX, (0.3,), n=300)
+    assert e[0] < 0.5 * e0[0]

@@ -42,8 +42,10 @@ section 6 with score and Hessian), ``B1`` (DSM epsilon-loss + DDPM ancestral sam
 variance beta_k := sigma_k^2), ``B2`` (the same DSM network, posterior variance beta-tilde_k), ``B3``
 (LM mean only: C = I in loss and sampler), ``B4`` (LM with diagonal covariance, r = 0, decoupled
 gradients), ``LMjoint`` (the same L^RB trained with its plain, coupled gradient: the recipe before the
-revision of issue 17). B1 and B2 share one DSM-trained network per seed. B4 and LMjoint run at the
-paper profile only (the book profile's time budget).
+revision of issue 17). B1 and B2 share one DSM-trained network per seed. LMjoint runs at the
+paper profile only (the book profile's time budget); B4 runs in the book profile since issue 41, and
+B3, S1 and S2 (LM's score with the DDPM variances beta_k, beta-tilde_k) use LM's own network (see the
+two trunks below).
 
 Fidelity notes and resolved ambiguities (ours unless marked):
 
@@ -76,8 +78,17 @@ Fidelity notes and resolved ambiguities (ours unless marked):
   see the score residual held fixed (``lm_sg``; the stop-gradient of beta-NLL, Seitzer et al. 2022).
   The minimisers are unchanged; the C^{-1} coupling of the score's gradient, which made the jointly
   trained score about 4x worse than DSM's at t = 0.1, is removed. LMjoint keeps the coupled gradient.
-* Optimiser: Adam, constant learning rate with cosine decay to 0 over the run (ours), no clipping;
-  fresh mixture samples every step (infinite data).
+* Optimiser: Adam, learning rate 0.004 (chosen from 0.001, 0.002, 0.004 by one protocol for DSM and
+  LM, chapter.yml's tuning) with cosine decay to 0 over the run (ours); each trunk's gradient clipped
+  to norm 1 separately (issue 41); fresh mixture samples every step (infinite data).
+* Two trunks (issue 41): the score trunk and a covariance trunk of the same shape, so the covariance
+  terms cannot reach the score's parameters (with one shared trunk they did, and tripled one seed's
+  score error at t = 0.3). LM's score trunk then receives exactly B3's gradient: B3, S1 and S2 are
+  LM's own score with the isotropic variances (no separate training), and B4 trains a second,
+  diagonal covariance trunk on the same score in LM's loop.
+* The score term's weight sigma^2_{t|s} / (1 - alpha_bar_t) is Rao-Blackwellised over the step Delta
+  (its mean over the training step sizes at the sample's t, :func:`method.rb_score_weight`; issue 41):
+  the same expected loss, without the per-sample spread (0.05-0.93 at t = 0.3).
 * Samplers: every method draws from its own reverse Gaussian at every step, the last (s = 0)
   included; for B2 beta-tilde_1 = 0, so its last step is the deterministic mean (standard DDPM).
   B3's reverse variance is sigma_k^2 / a_k^2 I (section 3 with C = I), B1's sigma_k^2 I.

@@ -16,17 +16,23 @@ __all__ = [
     "BETA_MIN", "BETA_MAX", "METHODS",
     "alpha_bar", "transition", "time_grid", "posterior_variance",
     "tweedie_moments", "quasi_likelihood_rb", "smw_terms", "covariance_factors",
-    "LMNet", "hessian_from_model", "training_loss",
+    "LMNet", "hessian_from_model", "rb_score_weight", "training_loss", "CLIP_NORM", "clip_trunks",
     "model_reverse_fn", "exact_reverse_fn", "sample",
 ]
 
 BETA_MIN, BETA_MAX = 0.1, 20.0
-METHODS = ["LM", "B1", "B2", "B3", "B4", "LMjoint"]
-#: which trained network each method uses: LM and B4 train with decoupled gradients (the recipe
-#: declared in chapter.yml); LMjoint is the earlier, jointly coupled training of the same loss
-OBJECTIVE_OF = {"LM": "lm_sg", "B1": "dsm", "B2": "dsm", "B3": "lm_mean", "B4": "lm_diag_sg", "LMjoint": "lm"}
+METHODS = ["LM", "B1", "B2", "B3", "B4", "S1", "S2", "LMjoint"]
+#: which trained network each method uses: LM trains with decoupled gradients (the recipe declared in
+#: chapter.yml); its score trunk receives exactly the identity-weighted gradient of B3's loss, so B3
+#: (C = I) and S1 / S2 (the DDPM variances beta / beta-tilde) use LM's own network, and B4 is a
+#: second, diagonal covariance trunk on the same score trunk, trained in the same loop (issue 41);
+#: LMjoint is the earlier, jointly coupled training of the same loss
+OBJECTIVE_OF = {"LM": "lm_sg", "B1": "dsm", "B2": "dsm", "B3": "lm_sg", "B4": "lm_diag_sg", "S1": "lm_sg",
+                "S2": "lm_sg", "LMjoint": "lm"}
 OBJECTIVES = ("dsm", "lm", "lm_diag", "lm_mean", "lm_sg", "lm_diag_sg")
 JITTER = 1e-5
+#: gradient clipping, per trunk, for every arm (issue 41; ours)
+CLIP_NORM = 1.0
 
 
 def _t(x) -> torch.Tensor:
@@ -140,18 +146,24 @@ def covariance_factors(lam, L, t, s):
 
 
 class LMNet(nn.Module):
-    """Shared trunk (proposed) + heads (section 5): ``MLP([d + 16, 64, 64, 64, 2 d + d r],
-    silu)`` on (x_t, sinusoidal embedding of t). Heads (slices of the last layer): eps (d; score
-    s = -eps / sqrt(1 - alpha_bar_t)), log-diagonal lambda (d) and low-rank factor L (d x r) of
-    Sigma_theta ~ Cov[X_0 | x_t], scaled by the forward variance (package notes). The same network
-    for every method; DSM and B3 leave the covariance heads untrained."""
+    """Two trunks (proposed; issue 41) on (x_t, sinusoidal embedding of t): the score trunk
+    ``MLP([d + 16, 64, 64, 64, d], silu)`` gives eps (d; score s = -eps / sqrt(1 - alpha_bar_t)),
+    the covariance trunk ``MLP([d + 16, 64, 64, 64, d + d r], silu)`` the log-diagonal lambda (d)
+    and the low-rank factor L (d x r) of Sigma_theta ~ Cov[X_0 | x_t], scaled by the forward
+    variance (package notes). Separate trunks keep the covariance terms' gradients out of the score
+    (before issue 41 one trunk fed both heads, and seed 2's score error came from them). The same
+    network for every method; DSM leaves the covariance trunk untrained. ``share_score_with``
+    reuses another network's score trunk (the module itself: B4 trained in LM's loop)."""
 
     def __init__(self, d: int = 2, rank: int = 1, hidden: int = 64, depth: int = 3, emb: int = 16, seed: int = 0,
-                 activation: str = "silu"):
+                 activation: str = "silu", share_score_with: "LMNet | None" = None):
         super().__init__()
         self.d, self.rank = int(d), int(rank)
         self.register_buffer("freqs", torch.as_tensor(np.geomspace(1.0, 200.0, emb // 2), dtype=torch.float32))
-        self.trunk = MLP([d + emb] + [hidden] * depth + [2 * d + d * rank], seed=seed, activation=activation)
+        self.trunk = (share_score_with.trunk if share_score_with is not None
+                      else MLP([d + emb] + [hidden] * depth + [d], seed=seed, activation=activation))
+        self.cov_trunk = MLP([d + emb] + [hidden] * depth + [d + d * rank], seed=seed + 7919 + rank,
+                             activation=activation)
 
     def forward(self, x, t):
         """Returns dict(eps (n,d), score (n,d), lam (n,d), L (n,d,r)); ``t`` (n,) or a float."""
@@ -160,12 +172,13 @@ class LMNet(nn.Module):
         if t.ndim == 0:
             t = t.expand(x.shape[0])
         ang = t[:, None] * self.freqs[None]
-        out = self.trunk(torch.cat([x, torch.sin(ang), torch.cos(ang)], 1))
+        inp = torch.cat([x, torch.sin(ang), torch.cos(ang)], 1)
+        eps = self.trunk(inp)
+        cov = self.cov_trunk(inp)
         d, r = self.d, self.rank
         var = 1 - alpha_bar(t.double())
-        eps = out[:, :d]
-        lam = out[:, d:2 * d].double().clamp(-10.0, 5.0) + torch.log(var)[:, None]
-        L = out[:, 2 * d:].double().reshape(-1, d, r) * torch.sqrt(var)[:, None, None]
+        lam = cov[:, :d].double().clamp(-10.0, 5.0) + torch.log(var)[:, None]
+        L = cov[:, d:].double().reshape(x.shape[0], d, r) * torch.sqrt(var)[:, None, None]
         return dict(eps=eps, score=-eps.double() / torch.sqrt(var)[:, None], lam=lam, L=L)
 
 
@@ -182,7 +195,29 @@ def hessian_from_model(out: dict, t, rank: int | None = None) -> torch.Tensor:
     return -torch.eye(d, dtype=torch.float64) / (1 - ab)[:, None, None] + (ab / (1 - ab) ** 2)[:, None, None] * Sig
 
 
-def training_loss(net: LMNet, x0, t, s, eps, objective: str, identity_cov: bool = False) -> torch.Tensor:
+def rb_score_weight(t, n_steps_grid) -> torch.Tensor:
+    """The score term's weight sigma^2_{t|s} / (1 - alpha_bar_t) of L^RB (section 4) averaged over
+    the training step Delta = 1/N, N uniform over ``n_steps_grid``, s = max(t - Delta, 0): its
+    Rao-Blackwellisation over Delta (ours, issue 41; Delta is drawn independently of (x0, eps), so the
+    expected objective is unchanged). (n,) float64."""
+    t = torch.as_tensor(t, dtype=torch.float64)
+    w = torch.zeros_like(t)
+    for n in n_steps_grid:
+        _, sig2 = transition(t, (t - 1.0 / float(n)).clamp_min(0.0))
+        w = w + sig2
+    return w / len(n_steps_grid) / (1 - alpha_bar(t))
+
+
+def clip_trunks(net: nn.Module, max_norm: float = CLIP_NORM) -> None:
+    """Clip the gradient of each trunk of ``net`` (and of any submodule named ``*trunk``) to norm
+    ``max_norm`` separately (ours, issue 41): per trunk, so that clipping couples no two trunks."""
+    for name, mod in net.named_modules():
+        if name.endswith("trunk"):
+            torch.nn.utils.clip_grad_norm_(mod.parameters(), max_norm)
+
+
+def training_loss(net: LMNet, x0, t, s, eps, objective: str, identity_cov: bool = False,
+                  score_weight=None, parts: bool = False):
     """Batch-mean loss of one objective on (x0, t, s, eps), x_t = sqrt(alpha_bar_t) x0 + sqrt(1 -
     alpha_bar_t) eps:
 
@@ -198,18 +233,31 @@ def training_loss(net: LMNet, x0, t, s, eps, objective: str, identity_cov: bool 
       own error. Both minimisers (the true score, C*) are unchanged.
     * ``lm_diag_sg``: ``lm_diag`` with the same decoupled gradients (B4).
     ``identity_cov=True`` forces C = I (the warm start of LM/B4). In terms of eps, sigma^2 (s_theta -
-    s_0) = -sigma^2 / sqrt(1 - alpha_bar_t) (eps_theta - eps), s_0 = -eps / sqrt(1 - alpha_bar_t)."""
+    s_0) = -sigma^2 / sqrt(1 - alpha_bar_t) (eps_theta - eps), s_0 = -eps / sqrt(1 - alpha_bar_t).
+    ``score_weight`` (n,): the weight of the identity-weighted score term in place of the per-sample
+    sigma^2 / (1 - alpha_bar_t) (``lm_mean``, the warm start, and the score gradient of the ``_sg``
+    objectives; :func:`rb_score_weight` in training). ``parts=True`` returns dict(loss, score,
+    covariance) with loss = score + covariance: for ``_sg`` objectives the covariance part is L^RB
+    with the residual held fixed and the score part has value 0 and the score's gradient; for the
+    others the score part is the whole loss."""
     ab = alpha_bar(t.double()).float()
     xt = torch.sqrt(ab)[:, None] * x0 + torch.sqrt(1 - ab)[:, None] * eps
     out = net(xt, t)
+    zero = torch.zeros((), dtype=torch.float32)
+
+    def _ret(score_part, cov_part):
+        loss = score_part + cov_part
+        return dict(loss=loss, score=score_part, covariance=cov_part) if parts else loss
+
     if objective == "dsm":
-        return ((out["eps"] - eps) ** 2).sum(-1).mean()
+        return _ret(((out["eps"] - eps) ** 2).sum(-1).mean(), zero)
     td, sd = t.double(), s.double()
     _, sig2 = transition(td, sd)
     abd = alpha_bar(td)
+    w = sig2 / (1 - abd) if score_weight is None else torch.as_tensor(score_weight, dtype=torch.float64)
     v = (out["eps"].double() - eps.double())
     if objective == "lm_mean" or identity_cov:
-        return (0.5 * sig2 / (1 - abd) * (v * v).sum(-1)).mean().float()
+        return _ret((0.5 * w * (v * v).sum(-1)).mean().float(), zero)
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {objective!r}; valid: {', '.join(OBJECTIVES)}")
     L = out["L"][..., :0] if objective.startswith("lm_diag") else out["L"]
@@ -217,11 +265,12 @@ def training_loss(net: LMNet, x0, t, s, eps, objective: str, identity_cov: bool 
     decoupled = objective.endswith("_sg")
     vd = v.detach() if decoupled else v
     logdet, quad, tr = smw_terms(D, W, vd)
-    if decoupled:  # same value; the score's gradient is the identity-weighted one
-        quad = quad + (v * v).sum(-1) - (vd * vd).sum(-1)
     # sigma^2 (s - s0)^T C^-1 (s - s0) = sigma^2 / (1 - ab) v^T C^-1 v
     loss = 0.5 * logdet + 0.5 * sig2 / (1 - abd) * quad + 0.5 * kappa * tr
-    return loss.mean().float()
+    if decoupled:  # value 0; the score's gradient is the identity-weighted one (weight w)
+        score_part = (0.5 * w * ((v * v).sum(-1) - (vd * vd).sum(-1))).mean().float()
+        return _ret(score_part, loss.mean().float())
+    return _ret(loss.mean().float(), zero)
 
 
 # --------------------------------------------------------------------------------------------
@@ -231,7 +280,7 @@ def training_loss(net: LMNet, x0, t, s, eps, objective: str, identity_cov: bool 
 # Gaussian N(mean, g (diag(D) + W W^T)); g is a float, D (n,d) >= 0, W (n,d,r).
 
 
-ISOTROPIC = {"B1": "beta", "B2": "beta_tilde", "B3": "identity"}  # baselines' reverse variances
+ISOTROPIC = {"B1": "beta", "B2": "beta_tilde", "B3": "identity", "S1": "beta", "S2": "beta_tilde"}  # baselines' reverse variances
 
 
 def isotropic_reverse(mean, t, s, variance: str, for_nll: bool = False):
@@ -252,7 +301,7 @@ def isotropic_reverse(mean, t, s, variance: str, for_nll: bool = False):
 def model_reverse_fn(net: LMNet, method: str):
     """The reverse Gaussian of ``method`` with network ``net`` (section 3 mean m = (x + sigma^2
     s_theta)/a for every method): LM (and LMjoint): g = sigma^2/a^2, C = D + W W^T (sections 5-6); B4:
-    the same with W = 0; B1, B2, B3: :func:`isotropic_reverse`."""
+    the same with W = 0; B1, B2, B3, S1, S2: :func:`isotropic_reverse`."""
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}")
 

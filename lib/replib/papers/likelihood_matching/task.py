@@ -13,7 +13,7 @@ from .method import LMNet, _t, alpha_bar, hessian_from_model, time_grid, transit
 __all__ = [
     "ring_mixture", "sample_mixture", "mixture_at", "log_pt", "score_pt", "hessian_pt",
     "projection_directions", "sliced_w2", "sampling_floor", "corrected_sw2", "nll_bound",
-    "score_jacobian_hessian", "hessian_error",
+    "score_jacobian_hessian", "hessian_error", "SCORE_TS", "score_errors",
 ]
 
 SW2_SEED = 12345
@@ -212,3 +212,25 @@ def hessian_error(net: LMNet, mix: dict, t: float, n: int = 1000, seed: int = 0,
         rel = torch.linalg.matrix_norm(hessian_from_model(out, t, rank=rank) - H) / norm
         smse = ((out["score"] - _t(score_pt(mix, xt, t))) ** 2).sum(-1).mean()
     return dict(rel_error=float(rel.mean()), jac_rel_error=float(jac.mean()), score_mse=float(smse))
+
+
+#: the t grid of the score errors (issue 41): 20 midpoints (j - 1/2) / 20
+SCORE_TS = tuple((j - 0.5) / 20 for j in range(1, 21))
+
+
+@torch.no_grad()
+def score_errors(net: LMNet, mix: dict, ts=SCORE_TS, n: int = 1000, seed: int = 0) -> np.ndarray:
+    """e(t) = mean ||eps_theta(x_t, t) - eps*(x_t, t)||^2 at each t of ``ts`` on ``n`` fresh points
+    x_t ~ p_t, eps* = -sqrt(1 - alpha_bar_t) grad log p_t (the analytic score): the score error in
+    the epsilon parameterisation the losses use (ours, issue 41). The same points for every network
+    of a seed. (len(ts),) numpy."""
+    rng = np.random.default_rng(45_000 + int(seed))
+    out = []
+    for t in ts:
+        ab = float(alpha_bar(float(t)))
+        x0 = sample_mixture(mix, n, rng)
+        xt = math.sqrt(ab) * x0 + math.sqrt(1 - ab) * rng.standard_normal(x0.shape)
+        eps_true = -math.sqrt(1 - ab) * _t(score_pt(mix, xt, t))
+        eps = net(torch.as_tensor(xt, dtype=torch.float32), float(t))["eps"].double()
+        out.append(float(((eps - eps_true) ** 2).sum(-1).mean()))
+    return np.asarray(out)
