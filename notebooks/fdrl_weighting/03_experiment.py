@@ -70,7 +70,7 @@
 # | `h1_weights_vs_fedora` | -142 [-509, 225] | >= 0.0 | no room | 0.0 | undecided (~20 seeds) | undecided |
 # | `h2_plugin_vs_fedora` | -700 [-1.29e+03, -113] | >= 0.0 | no room | 0.0 | fails | not reproduced |
 #
-# Preconditions: `p1_pooled_learns` (competence) holds; `p2_room_for_federation` (headroom) undecided; `p3_stress_inflates_j` (competence) undecided. Headline and mechanism claims: 0 hold, 1 fail, 2 undecided, 1 inconclusive, 2 no room. Compute: the experiment took 895 s on 2 CPU cores for 5 seeds (theory 7 s, implementation 14 s). The scoreboard lists every claim.
+# Preconditions: `p1_pooled_learns` (competence) holds; `p2_room_for_federation` (headroom) undecided; `p3_stress_inflates_j` (competence) undecided. Headline and mechanism claims: 0 hold, 1 fail, 2 undecided, 1 inconclusive, 2 no room. Compute: the experiment took 153 s on 2 CPU cores for 5 seeds (theory 3 s, implementation 5 s). The scoreboard lists every claim.
 # <!-- end of verdict box -->
 
 # %%
@@ -330,9 +330,9 @@ ledger.table()
 # the box at the top: h1 "undecided", h2 "not reproduced" (its direction fails), and the headline as a
 # whole "undecided", since no size could be judged.
 #
-# **Compute.** The recorded 895 s is wall-clock time on a machine shared with other jobs (load about
-# 9 on 2 cores). The run used about 320 CPU-seconds (about 64 per seed, the seeds on two processes),
-# which is about 190 s on two quiet cores.
+# **Compute.** The experiment takes 153 s on two quiet cores (about 64 CPU-seconds per seed, the
+# seeds on two processes). A first run on a machine shared with other jobs took 895 s and gave the
+# same values on every seed.
 #
 # ## What we scaled down, and why the effect should survive it
 #
@@ -367,7 +367,7 @@ ledger.table()
 # | scope | 14 claims declared in `chapter.yml` before the run: 3 precondition, 2 headline, 4 mechanism, 5 measurement |
 # | results | headline **undecided** (size: no room, no room; direction: undecided, fails); headline and mechanism claims: 0 hold, 1 fail, 2 undecided, 1 inconclusive, 2 no room |
 # | seeds | committed run: 1000, 1001, 1002, 1003, 1004 (confirmatory seeds); declared confirmatory seeds: 1000, 1001, 1002, 1003, 1004; smoke profile: 0 |
-# | compute | book profile: 915 s on 2 CPU cores for the three notebooks (01_theory 7 s, 02_implementation 14 s, 03_experiment 895 s); smoke: under 15 s a notebook; paper: unbounded, nearer the paper's scale |
+# | compute | book profile: 161 s on 2 CPU cores for the three notebooks (01_theory 3 s, 02_implementation 5 s, 03_experiment 153 s); smoke: under 15 s a notebook; paper: unbounded, nearer the paper's scale |
 # <!-- end of reproducibility summary -->
 #
 # **What we built and scaled down.** We rebuilt FEDORA from its official code as a batched ensemble

@@ -80,7 +80,7 @@
 # | `h8_tdsc_beats_self_training` | -0.0177 [-0.0313, -0.00417] | < 0.0 | holds | 0.0 | holds | reproduced |
 # | `h9_tdsc_hp_over_self_training` | 0.0109 [-0.0288, 0.0506] | >= 0.15 | fails | 0.0 | undecided (~36 seeds) | not reproduced |
 #
-# Preconditions: `p1_sft_learns` (competence) holds; `p3_dgsa_converges` (convergence) fails; `p2_l2_sft_learns` (competence) holds; `p4_tdsc_headroom` (headroom) holds. Headline and mechanism claims: 2 hold, 2 fail, 1 undecided, 4 inconclusive. Compute: the experiment took 799 s on 2 CPU cores for 5 seeds (theory 10 s, implementation 19 s). The scoreboard lists every claim.
+# Preconditions: `p1_sft_learns` (competence) holds; `p3_dgsa_converges` (convergence) fails; `p2_l2_sft_learns` (competence) holds; `p4_tdsc_headroom` (headroom) holds. Headline and mechanism claims: 2 hold, 2 fail, 1 undecided, 4 inconclusive. Compute: the experiment took 206 s on 2 CPU cores for 5 seeds (theory 4 s, implementation 6 s). The scoreboard lists every claim.
 # <!-- end of verdict box -->
 
 # %%
@@ -532,7 +532,7 @@ ledger.report()
 # | scope | 24 claims declared in `chapter.yml` before the run: 4 precondition, 6 premise, 5 headline, 4 mechanism, 5 measurement |
 # | results | headline **partly** (size: inconclusive, inconclusive, holds, holds, fails; direction: inconclusive, inconclusive, holds, holds, undecided); headline and mechanism claims: 2 hold, 2 fail, 1 undecided, 4 inconclusive |
 # | seeds | committed run: 1000, 1001, 1002, 1003, 1004 (confirmatory seeds); declared confirmatory seeds: 1000, 1001, 1002, 1003, 1004; smoke profile: 0 |
-# | compute | book profile: 828 s on 2 CPU cores for the three notebooks (01_theory 10 s, 02_implementation 19 s, 03_experiment 799 s); smoke: under 15 s a notebook; paper: unbounded, nearer the paper's scale |
+# | compute | book profile: 216 s on 2 CPU cores for the three notebooks (01_theory 4 s, 02_implementation 6 s, 03_experiment 206 s); smoke: under 15 s a notebook; paper: unbounded, nearer the paper's scale |
 # <!-- end of reproducibility summary -->
 #
 # **What we built and scaled down.** We built a world of speech tokens (a phoneme and a pitch bin
