@@ -59,7 +59,7 @@
 # | `h2_gap_larger_unseen_than_in_domain` | 0.451 [-1.5, 2.41] | >= 3.0 | inconclusive | 0.0 | inconclusive | inconclusive |
 # | `h3_rft_slope_at_least_sft_unseen_app` | -0.0874 [-0.698, 0.524] | >= 0.0 | inconclusive | 0.0 | inconclusive | inconclusive |
 #
-# Preconditions: `p1_base_learns` (competence) holds; `p2_base_leaves_room` (headroom) holds; `p3_unseen_app_shift` (headroom) holds; `p4a_sft_converged` (convergence) undecided; `p4b_rft_converged` (convergence) undecided. Headline and mechanism claims: 0 hold, 0 fail, 0 undecided, 5 inconclusive. Compute: the experiment took 788 s on 2 CPU cores for 5 seeds (theory 9 s, implementation 17 s). The scoreboard lists every claim.
+# Preconditions: `p1_base_learns` (competence) holds; `p2_base_leaves_room` (headroom) holds; `p3_unseen_app_shift` (headroom) holds; `p4a_sft_converged` (convergence) undecided; `p4b_rft_converged` (convergence) undecided. Headline and mechanism claims: 0 hold, 0 fail, 0 undecided, 5 inconclusive. Compute: the experiment took 137 s on 2 CPU cores for 5 seeds (theory 3 s, implementation 4 s). The scoreboard lists every claim.
 # <!-- end of verdict box -->
 
 # %%
@@ -366,7 +366,7 @@ print("seconds per seed:", results["seconds"]["seconds"].round(1).tolist())
 # | scope | 16 claims declared in `chapter.yml` before the run: 5 precondition, 3 headline, 2 mechanism, 5 measurement, 1 premise |
 # | results | headline **inconclusive** (size: inconclusive, inconclusive, inconclusive; direction: inconclusive, inconclusive, inconclusive); headline and mechanism claims: 0 hold, 0 fail, 0 undecided, 5 inconclusive |
 # | seeds | committed run: 1000, 1001, 1002, 1003, 1004 (confirmatory seeds); declared confirmatory seeds: 1000, 1001, 1002, 1003, 1004; smoke profile: 0 |
-# | compute | book profile: 814 s on 2 CPU cores for the three notebooks (01_theory 9 s, 02_implementation 17 s, 03_experiment 788 s); smoke: under 15 s a notebook; paper: unbounded, nearer the paper's scale |
+# | compute | book profile: 143 s on 2 CPU cores for the three notebooks (01_theory 3 s, 02_implementation 4 s, 03_experiment 137 s); smoke: under 15 s a notebook; paper: unbounded, nearer the paper's scale |
 # <!-- end of reproducibility summary -->
 #
 # **What we built and scaled down.** MiniGUI, a toy phone and tablet simulator of 90 apps with

@@ -66,7 +66,7 @@
 # | `h1_logicality_gain` | 0.164 [0.144, 0.184] | >= 0.1 | holds | 0.0 | holds | reproduced |
 # | `h2_accuracy_gain` | 0.062 [-0.00524, 0.129] | >= 0.05 | inconclusive | 0.0 | inconclusive | inconclusive |
 #
-# Preconditions: `p1_both_arms_learn` (competence) holds; `p2_skip_lowers_recall` (convergence) holds; `p3_swap_lowers_order` (convergence) holds; `p4_loop_lowers_progress` (convergence) holds; `p5_irrelevant_lowers_precision` (convergence) holds; `p6_accuracy_converged` (convergence) undecided; `p7_logicality_converged` (convergence) holds; `p8_room_sampled_logicality` (headroom) holds; `p9_room_greedy_logicality` (headroom) undecided; `p10_room_accuracy` (headroom) undecided. Headline and mechanism claims: 1 hold, 1 fail, 0 undecided, 2 inconclusive, 1 no room. Compute: the experiment took 849 s on 2 CPU cores for 5 seeds (theory 6 s, implementation 27 s). The scoreboard lists every claim.
+# Preconditions: `p1_both_arms_learn` (competence) holds; `p2_skip_lowers_recall` (convergence) holds; `p3_swap_lowers_order` (convergence) holds; `p4_loop_lowers_progress` (convergence) holds; `p5_irrelevant_lowers_precision` (convergence) holds; `p6_accuracy_converged` (convergence) undecided; `p7_logicality_converged` (convergence) holds; `p8_room_sampled_logicality` (headroom) holds; `p9_room_greedy_logicality` (headroom) undecided; `p10_room_accuracy` (headroom) undecided. Headline and mechanism claims: 1 hold, 1 fail, 0 undecided, 2 inconclusive, 1 no room. Compute: the experiment took 174 s on 2 CPU cores for 5 seeds (theory 2 s, implementation 8 s). The scoreboard lists every claim.
 # <!-- end of verdict box -->
 
 # %%
@@ -230,9 +230,10 @@ for _, row in first.iterrows():
 # %% [markdown]
 # Where the time went, seconds per process (data: problems, candidates, scoring, the defect check;
 # train: the batched fine-tuning of its seeds' models; eval: decoding and scoring at the end, and at
-# half the budget). The committed run shared its two cores with other jobs (load average 8 to 11) and
-# took 849 s; in processor time the fine-tuning costs about 0.018 s per model and step (10 models x
-# 1000 steps, about 185 s), so on two quiet cores the experiment takes about two minutes. The batched
+# half the budget). On two quiet cores the experiment takes about three minutes (174 s in the
+# committed run; a first run on a machine shared with other jobs took 849 s and gave the same values);
+# in processor time the fine-tuning costs about 0.018 s per model and step (10 models x 1000 steps,
+# about 185 s). The batched
 # model needs about 15% less processor time per model step than training the `transformers` model
 # one at a time (0.018 s against 0.021 s, measured on the same batches); most of the gain in wall
 # time comes from the two processes.
@@ -353,7 +354,7 @@ ledger.report()
 # | scope | 20 claims declared in `chapter.yml` before the run: 10 precondition, 2 premise, 2 headline, 3 mechanism, 3 measurement |
 # | results | headline **partly** (size: holds, inconclusive; direction: holds, inconclusive); headline and mechanism claims: 1 hold, 1 fail, 0 undecided, 2 inconclusive, 1 no room |
 # | seeds | committed run: 1000, 1001, 1002, 1003, 1004 (confirmatory seeds); declared confirmatory seeds: 1000, 1001, 1002, 1003, 1004; smoke profile: 0 |
-# | compute | book profile: 881 s on 2 CPU cores for the three notebooks (01_theory 6 s, 02_implementation 27 s, 03_experiment 849 s); smoke: under 15 s a notebook; paper: unbounded, nearer the paper's scale |
+# | compute | book profile: 184 s on 2 CPU cores for the three notebooks (01_theory 2 s, 02_implementation 8 s, 03_experiment 174 s); smoke: under 15 s a notebook; paper: unbounded, nearer the paper's scale |
 # <!-- end of reproducibility summary -->
 #
 # **What we built and scaled down.** We rebuilt the paper's three logicality metrics from its
