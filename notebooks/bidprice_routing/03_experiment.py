@@ -86,7 +86,7 @@
 # | `c7a_shift_mean_e2e` | 0.852 [0.803, 0.901] | <= 0.5519 | no room | 1.0 | holds | direction only |
 # | `c7b_shift_throughput` | 1.01 [1.01, 1.02] | >= 1.0193 | no room | 1.0 | holds | direction only |
 #
-# Preconditions: `p1_room_below` (headroom) fails; `p1_room_near` (headroom) fails; `p1_room_above` (headroom) holds; `p2_room_p99` (headroom) fails; `p4_room_throughput` (headroom) holds; `p5_room_shift_e2e` (headroom) fails; `p6_room_shift_throughput` (headroom) undecided; `p7_room_tail` (headroom) undecided; `p8_room_tail_control` (headroom) undecided; `p9_prices_engaged_below` (convergence) holds; `p9_prices_engaged_near` (convergence) holds; `p9_prices_engaged_above` (convergence) holds. Headline and mechanism claims: 3 hold, 0 fail, 4 undecided, 0 inconclusive, 8 no room. Compute: the experiment took 681 s on 2 CPU cores for 10 seeds (theory 2 s, implementation 3 s). The scoreboard lists every claim.
+# Preconditions: `p1_room_below` (headroom) fails; `p1_room_near` (headroom) fails; `p1_room_above` (headroom) holds; `p2_room_p99` (headroom) fails; `p4_room_throughput` (headroom) holds; `p5_room_shift_e2e` (headroom) fails; `p6_room_shift_throughput` (headroom) undecided; `p7_room_tail` (headroom) undecided; `p8_room_tail_control` (headroom) undecided; `p9_prices_engaged_below` (convergence) holds; `p9_prices_engaged_near` (convergence) holds; `p9_prices_engaged_above` (convergence) holds. Headline and mechanism claims: 3 hold, 0 fail, 4 undecided, 0 inconclusive, 8 no room. Compute: the experiment took 173 s on 2 CPU cores for 10 seeds (theory 2 s, implementation 2 s). The scoreboard lists every claim.
 # <!-- end of verdict box -->
 
 # %%
@@ -484,10 +484,10 @@ ledger.report()
 #   i.e. above capacity.
 # - **Mean TTFT is 0.318 of the best heuristic's (c2a holds)**: the router's gain is in waiting, not
 #   decoding, as the theory says.
-# - **Decision time** was 4.8 ms per scheduling epoch in this run (1.9 to 6.8 ms over the seeds), on
-#   a machine shared with other jobs (load 6 to 9 on 2 cores), against the paper's 1 to 2 ms. The
-#   units differ: an epoch decides for every waiting request at once. Not judged: it depends on the
-#   machine and its load.
+# - **Decision time** was 1.1 ms per scheduling epoch in this run (0.9 to 1.2 ms over the seeds, on a
+#   quiet machine; a first run on a machine shared with other jobs measured 1.9 to 6.8 ms), against
+#   the paper's 1 to 2 ms. The units differ: an epoch decides for every waiting request at once. Not
+#   judged: it depends on the machine and its load.
 #
 # In short: in this toy the paper's headline sizes appear only above capacity, where the queues grow
 # for the whole window (so the ratio depends on its length) and a price-free central SJF router does
@@ -507,7 +507,7 @@ ledger.report()
 # | scope | 31 claims declared in `chapter.yml` before the run: 12 precondition, 11 headline, 4 mechanism, 1 check, 3 measurement |
 # | results | headline **partly** (size: no room, no room, holds, undecided, undecided, undecided, no room, no room, holds, no room, no room; direction: holds, holds, holds, undecided, undecided, undecided, undecided, holds, holds, holds, holds); headline and mechanism claims: 3 hold, 0 fail, 4 undecided, 0 inconclusive, 8 no room |
 # | seeds | committed run: 1000, 1001, 1002, 1003, 1004, 1005, 1006, 1007, 1008, 1009 (confirmatory seeds); declared confirmatory seeds: 1000, 1001, 1002, 1003, 1004, 1005, 1006, 1007, 1008, 1009; smoke profile: 0 |
-# | compute | book profile: 686 s on 2 CPU cores for the three notebooks (01_theory 2 s, 02_implementation 3 s, 03_experiment 681 s); smoke: under 15 s a notebook; paper: unbounded, nearer the paper's scale |
+# | compute | book profile: 176 s on 2 CPU cores for the three notebooks (01_theory 2 s, 02_implementation 2 s, 03_experiment 173 s); smoke: under 15 s a notebook; paper: unbounded, nearer the paper's scale |
 # <!-- end of reproducibility summary -->
 #
 # **What we built and scaled down.** We rebuilt the OLP bid-price router from the official code and
