@@ -55,7 +55,7 @@
 # | `h1_uq_vs_per_task` | 0.598 [0.522, 0.675] | >= 0.2 | holds | 0.0 | holds | reproduced |
 # | `h2_acquisition_vs_gdfs` | -0.124 [-0.228, -0.0194] | >= 0.0 | inconclusive | 0.0 | inconclusive | inconclusive |
 #
-# Preconditions: `p1_learns_in_context` (competence) holds; `p2_mlp_learns` (competence) holds; `p3_selector_converged` (convergence) undecided; `p4_state_carries_relevance` (competence) fails; `p5_acquisition_headroom` (headroom) holds; `p6_selector_headroom` (headroom) holds. Headline and mechanism claims: 1 hold, 1 fail, 0 undecided, 3 inconclusive. Compute: the experiment took 739 s on 2 CPU cores for 5 seeds (theory 5 s, implementation 27 s). The scoreboard lists every claim.
+# Preconditions: `p1_learns_in_context` (competence) holds; `p2_mlp_learns` (competence) holds; `p3_selector_converged` (convergence) undecided; `p4_state_carries_relevance` (competence) fails; `p5_acquisition_headroom` (headroom) holds; `p6_selector_headroom` (headroom) holds. Headline and mechanism claims: 1 hold, 1 fail, 0 undecided, 3 inconclusive. Compute: the experiment took 150 s on 2 CPU cores for 5 seeds (theory 1 s, implementation 6 s). The scoreboard lists every claim.
 # <!-- end of verdict box -->
 
 # %%
@@ -358,7 +358,7 @@ ledger.report()
 # | scope | 13 claims declared in `chapter.yml` before the run: 6 precondition, 2 headline, 3 mechanism, 2 measurement |
 # | results | headline **partly** (size: holds, inconclusive; direction: holds, inconclusive); headline and mechanism claims: 1 hold, 1 fail, 0 undecided, 3 inconclusive |
 # | seeds | committed run: 1000, 1001, 1002, 1003, 1004 (confirmatory seeds); declared confirmatory seeds: 1000, 1001, 1002, 1003, 1004; smoke profile: 0 |
-# | compute | book profile: 771 s on 2 CPU cores for the three notebooks (01_theory 5 s, 02_implementation 27 s, 03_experiment 739 s); smoke: under 15 s a notebook; paper: unbounded, nearer the paper's scale |
+# | compute | book profile: 158 s on 2 CPU cores for the three notebooks (01_theory 1 s, 02_implementation 6 s, 03_experiment 150 s); smoke: under 15 s a notebook; paper: unbounded, nearer the paper's scale |
 # <!-- end of reproducibility summary -->
 #
 # **What we built and scaled down.** L2M as in the official code, one transformer of about 25,000

@@ -63,7 +63,7 @@
 # | `h2_lossless_50_clean` | -0.0019 [-0.0411, 0.0373] | >= -0.2 | holds | 0.0 | undecided (no seed count at this spread) | reproduced |
 # | `c5_compute_end_to_end_50` | 0.776 [0.775, 0.777] | <= 0.568 | fails | 1.0 | holds | direction only |
 #
-# Preconditions: `q1_target_competent` (competence) holds; `q2_proxy_trained` (convergence) holds; `q1_target_competent_clean` (competence) holds; `q2_proxy_trained_clean` (convergence) holds; `p1_random_lossy_30` (competence) holds; `p2_random_lossy_50` (competence) holds; `p1_random_lossy_30_clean` (competence) holds; `p2_random_lossy_50_clean` (competence) holds; `r1_room_random_30` (headroom) fails; `r2_room_random_50` (headroom) holds; `r3_room_kcenter_30` (headroom) fails; `r4_room_kcenter_50` (headroom) holds; `r5_room_kcenter_70` (headroom) holds; `r6_room_entropy_70` (headroom) holds; `r1_room_random_30_clean` (headroom) fails; `r2_room_random_50_clean` (headroom) holds; `r3_room_kcenter_30_clean` (headroom) fails; `r4_room_kcenter_50_clean` (headroom) holds; `r5_room_kcenter_70_clean` (headroom) holds. Headline and mechanism claims: 10 hold, 2 fail, 1 undecided, 0 inconclusive, 4 no room. Compute: the experiment took 220 s on 2 CPU cores for 10 seeds (theory 5 s, implementation 19 s). The scoreboard lists every claim.
+# Preconditions: `q1_target_competent` (competence) holds; `q2_proxy_trained` (convergence) holds; `q1_target_competent_clean` (competence) holds; `q2_proxy_trained_clean` (convergence) holds; `p1_random_lossy_30` (competence) holds; `p2_random_lossy_50` (competence) holds; `p1_random_lossy_30_clean` (competence) holds; `p2_random_lossy_50_clean` (competence) holds; `r1_room_random_30` (headroom) fails; `r2_room_random_50` (headroom) holds; `r3_room_kcenter_30` (headroom) fails; `r4_room_kcenter_50` (headroom) holds; `r5_room_kcenter_70` (headroom) holds; `r6_room_entropy_70` (headroom) holds; `r1_room_random_30_clean` (headroom) fails; `r2_room_random_50_clean` (headroom) holds; `r3_room_kcenter_30_clean` (headroom) fails; `r4_room_kcenter_50_clean` (headroom) holds; `r5_room_kcenter_70_clean` (headroom) holds. Headline and mechanism claims: 10 hold, 2 fail, 1 undecided, 0 inconclusive, 4 no room. Compute: the experiment took 100 s on 2 CPU cores for 10 seeds (theory 2 s, implementation 6 s). The scoreboard lists every claim.
 # <!-- end of verdict box -->
 
 # %%
@@ -445,8 +445,8 @@ ledger.report()
 #   be 0.53 and clear the bar; the paper's released pipeline has no separate proxy. So the miss is
 #   about our proxy's share of the budget, which a larger data set would shrink, more than about
 #   the method. At 30% the pipeline costs 0.98 of a full run (m5). In seconds the 50% ratio came
-#   out 0.93 on average, from 0.71 to 1.04 (m4, a measurement: the proxy and k-means are slower per
-#   FLOP than batched training, and the machine was shared).
+#   out 0.88 on average, from 0.80 to 0.92 (m4, a measurement: the proxy and k-means are slower per
+#   FLOP than batched training; a first run on a machine shared with other jobs gave 0.71 to 1.04).
 # - **Against diversity alone: the paper's margins on the clean pool, not on the redundant one.** On
 #   the clean pool the greedy beats k-center by 0.43 [0.36, 0.50] points at 50% and 0.65 [0.51,
 #   0.78] at 70%: both hold against the paper's 0.2 and 0.4. On the redundant pool it is ahead by
@@ -498,7 +498,7 @@ ledger.report()
 # | scope | 43 claims declared in `chapter.yml` before the run: 19 precondition, 9 headline, 8 mechanism, 1 check, 6 measurement |
 # | results | headline **partly** (size: no room, holds, holds, holds, no room, holds, holds, holds, fails; direction: holds, holds, holds, undecided, holds, holds, holds, undecided, holds); headline and mechanism claims: 10 hold, 2 fail, 1 undecided, 0 inconclusive, 4 no room |
 # | seeds | committed run: 1000, 1001, 1002, 1003, 1004, 1005, 1006, 1007, 1008, 1009 (confirmatory seeds); declared confirmatory seeds: 1000, 1001, 1002, 1003, 1004, 1005, 1006, 1007, 1008, 1009; smoke profile: 0 |
-# | compute | book profile: 243 s on 2 CPU cores for the three notebooks (01_theory 5 s, 02_implementation 19 s, 03_experiment 220 s); smoke: under 15 s a notebook; paper: unbounded, nearer the paper's scale |
+# | compute | book profile: 108 s on 2 CPU cores for the three notebooks (01_theory 2 s, 02_implementation 6 s, 03_experiment 100 s); smoke: under 15 s a notebook; paper: unbounded, nearer the paper's scale |
 # <!-- end of reproducibility summary -->
 #
 # **What we built and scaled down.** The paper's one-shot greedy on a sparsified sample graph (a

@@ -73,7 +73,7 @@
 # | `h1_vs_no_augmentation` | 1.01 [1.01, 1.01] | <= 0.98 | fails | 1.0 | fails | not reproduced |
 # | `h2_vs_generator_without_rl` | 1 [0.996, 1.01] | <= 0.98 | fails | 1.0 | undecided (~32 seeds) | not reproduced |
 #
-# Preconditions: `p1_forecaster_learns` (competence) holds; `p2_generator_reconstructs` (convergence) holds; `p3_real_data_headroom` (headroom) holds; `p4_forecaster_overfits` (headroom) holds. Headline and mechanism claims: 1 hold, 4 fail, 1 undecided, 0 inconclusive. Compute: the experiment took 222 s on 2 CPU cores for 10 seeds (theory 4 s, implementation 10 s). The scoreboard lists every claim.
+# Preconditions: `p1_forecaster_learns` (competence) holds; `p2_generator_reconstructs` (convergence) holds; `p3_real_data_headroom` (headroom) holds; `p4_forecaster_overfits` (headroom) holds. Headline and mechanism claims: 1 hold, 4 fail, 1 undecided, 0 inconclusive. Compute: the experiment took 92 s on 2 CPU cores for 10 seeds (theory 3 s, implementation 6 s). The scoreboard lists every claim.
 # <!-- end of verdict box -->
 
 # %%
@@ -427,7 +427,7 @@ ledger.report()
 # | scope | 15 claims declared in `chapter.yml` before the run: 4 precondition, 4 mechanism, 2 headline, 5 measurement |
 # | results | headline **not reproduced** (size: fails, fails; direction: fails, undecided); headline and mechanism claims: 1 hold, 4 fail, 1 undecided, 0 inconclusive |
 # | seeds | committed run: 1000, 1001, 1002, 1003, 1004, 1005, 1006, 1007, 1008, 1009 (confirmatory seeds); declared confirmatory seeds: 1000, 1001, 1002, 1003, 1004, 1005, 1006, 1007, 1008, 1009; smoke profile: 0 |
-# | compute | book profile: 236 s on 2 CPU cores for the three notebooks (01_theory 4 s, 02_implementation 10 s, 03_experiment 222 s); smoke: under 15 s a notebook; paper: unbounded, nearer the paper's scale |
+# | compute | book profile: 101 s on 2 CPU cores for the three notebooks (01_theory 3 s, 02_implementation 6 s, 03_experiment 92 s); smoke: under 15 s a notebook; paper: unbounded, nearer the paper's scale |
 # <!-- end of reproducibility summary -->
 #
 # **What we built and scaled down.** We rebuilt ReAugment's four stages (a K-fold model zoo and its
