@@ -55,7 +55,7 @@
 # | `h1_beats_one_class` | -0.0415 [-0.0613, -0.0217] | >= 0.03 | fails | 0.0 | fails | not reproduced |
 # | `h2_cabs_ablation` | 0.092 [0.0415, 0.143] | >= 0.03 | holds | 0.0 | holds | reproduced |
 #
-# Preconditions: `p1_one_class_competent` (competence) holds; `p2_encoder_competent` (competence) holds; `p3_headroom` (headroom) holds; `p4_boundary_trained` (convergence) holds. Headline and mechanism claims: 2 hold, 2 fail, 1 undecided, 0 inconclusive. Compute: the experiment took 201 s on 2 CPU cores for 10 seeds (theory 2 s, implementation 5 s). The scoreboard lists every claim.
+# Preconditions: `p1_one_class_competent` (competence) holds; `p2_encoder_competent` (competence) holds; `p3_headroom` (headroom) holds; `p4_boundary_trained` (convergence) holds. Headline and mechanism claims: 2 hold, 2 fail, 1 undecided, 0 inconclusive. Compute: the experiment took 146 s on 2 CPU cores for 10 seeds (theory 2 s, implementation 5 s). The scoreboard lists every claim.
 # <!-- end of verdict box -->
 
 # %%
@@ -284,9 +284,9 @@ ledger.report()
 # the EER by 12.9 points [5.8, 20.0], more than on any unseen attack. **Attack calibration** (x2): OC-SVM's mean distant EER is 0.224 [0.212, 0.235], inside the 15-40 % band the attacks were
 # tuned to before any CA-SOADD run.
 #
-# **Compute.** The experiment took 201 s on a machine shared with other jobs; one seed costs 35 s of
-# CPU time (measured alone), so the ten seeds, run two at a time in two processes, need about 180 s on
-# two quiet cores. The front-end was made 1.7 times cheaper (one strided real FFT instead of
+# **Compute.** The experiment takes 146 s on two quiet cores (one seed costs about 35 s of CPU time;
+# the ten seeds run two at a time in two processes); a first run on a machine shared with other jobs
+# took 201 s and gave the same values. The front-end was made 1.7 times cheaper (one strided real FFT instead of
 # scipy's STFT, the phase wrapped arithmetically, the standardisation folded into the random map,
 # float32). The run was made twice (a figure's layout changed in between) and gave identical values.
 #
@@ -329,7 +329,7 @@ ledger.report()
 # | scope | 12 claims declared in `chapter.yml` before the run: 4 precondition, 2 headline, 3 mechanism, 1 check, 2 measurement |
 # | results | headline **partly** (size: fails, holds; direction: fails, holds); headline and mechanism claims: 2 hold, 2 fail, 1 undecided, 0 inconclusive |
 # | seeds | committed run: 1000, 1001, 1002, 1003, 1004, 1005, 1006, 1007, 1008, 1009 (confirmatory seeds); declared confirmatory seeds: 1000, 1001, 1002, 1003, 1004, 1005, 1006, 1007, 1008, 1009; smoke profile: 0 |
-# | compute | book profile: 208 s on 2 CPU cores for the three notebooks (01_theory 2 s, 02_implementation 5 s, 03_experiment 201 s); smoke: under 15 s a notebook; paper: unbounded, nearer the paper's scale |
+# | compute | book profile: 153 s on 2 CPU cores for the three notebooks (01_theory 2 s, 02_implementation 5 s, 03_experiment 146 s); smoke: under 15 s a notebook; paper: unbounded, nearer the paper's scale |
 # <!-- end of reproducibility summary -->
 #
 # **What we built and scaled down.** We rebuilt CA-SOADD (layer mix, attentive pooling, online
