@@ -28,7 +28,8 @@
 # with SiLU activations ($x\,\sigma(x)$, $\sigma$ the logistic sigmoid) and a sinusoidal time
 # embedding, trained for 3,000 Adam steps on fresh batches of 256 with the same stream of data,
 # times and noise for a given seed, each trunk's gradient clipped to norm 1. The learning rate was
-# tuned by one protocol for DSM and LM alike (declared in `chapter.yml` before any run): 0.001, 0.002
+# tuned by one protocol for denoising score matching (DSM) and likelihood
+# matching (LM) alike (declared in `chapter.yml` before any run): 0.001, 0.002
 # and 0.004 on pilot seeds 0-2, each arm taking the rate with the lowest held-out value of its own
 # training loss. Both chose 0.004 (DSM 0.540 against 0.542 and 0.546; LM 0.310 against 0.313 and
 # 0.323: small differences, and 0.004 is the grid's edge). Each method then samples 4,000 points with
@@ -60,8 +61,8 @@
 # of its loss, and its score error at $t = 0.1$ came out about four times DSM's: in a Gaussian
 # likelihood with a learned covariance, a poor score inflates the fitted covariance, and $C^{-1}$ then
 # down-weights the score's own error (the mean-variance coupling that beta-NLL, Seitzer et al. 2022,
-# addresses). The stop-gradient removed that. A review (issue 41) then found two more defects of the
-# rebuild, both fixed here. With one shared trunk, the covariance terms' gradients still reached the
+# addresses). The stop-gradient removed that. Our own checks of that rebuild then found two more defects,
+# both fixed here. With one shared trunk, the covariance terms' gradients still reached the
 # score through the trunk's hidden layers, and on one seed that tripled the score error at $t = 0.3$;
 # the covariance now has its own trunk. And the score term's weight $\sigma^2_{t|s} / (1 - \bar\alpha_t)$
 # was drawn per sample with the step size (from 0.05 to 0.93 at $t = 0.3$); it is now averaged over
@@ -243,7 +244,7 @@ hessian.pivot_table(index="label", columns="t", values="score_mse", aggfunc="mea
 # %% [markdown]
 # ## Calibrating the distances with the exact sampler
 #
-# Before this revision, claims c1 and c3 compared raw distances of 4,000 samples, which an exact
+# As first posed, claims c1 and c3 compared raw distances of 4,000 samples, which an exact
 # sampler could not meet: with the analytic score and Hessian, two independent 4,000-point samples are
 # about 0.05 apart, and at 200 steps, where every sampler is nearly exact, the relative gap between two
 # exact samplers is noise. So each claim is now posed on the distance corrected for the sampling
@@ -270,7 +271,7 @@ distance.pivot_table(index="method", columns="n_steps", values=["sw2", "correcte
 # computed per seed from the runs above. A claim holds when the whole 95% interval of the mean over
 # seeds clears the threshold, fails when the whole interval misses it, and is undecided when the
 # interval contains it; a claim whose
-# precondition did not hold is inconclusive. The claims as posed before earlier revisions (c1, c3, c4,
+# precondition did not hold is inconclusive. The claims in their earlier forms (c1, c3, c4,
 # and p1's old form, x2) are shown as measurements, not judged, as is LM's score error at $t = 0.325$
 # (x1).
 
@@ -353,7 +354,7 @@ ledger.report()
 #   handicapped by training. The headroom arms hold too: the exact samplers meet c1b's bar (p2: 0.517
 #   [0.408, 0.625], every seed 0.42-0.62) and c3b's tolerance (p3: 1.03 [-0.32, 2.38] floors, every
 #   seed under 4).
-# - **Issue 41's finding on p1 was right, and fixing the rebuild settled it.** p1's earlier form, the
+# - **p1's earlier form flagged a real defect, and fixing the rebuild settled it.** That form, the
 #   larger of LM's and DSM's score-error ratios at $t = 0.1$ and $0.3$, is still reported (x2): 1.26
 #   [1.01, 1.50] (1.04-1.48), mostly from $t = 0.3$, where the errors are about 0.002 against 0.12 at
 #   $t = 0.025$ (Figure 5 and the table above it). LM's likelihood weighting gives mid-range $t$ less
@@ -366,7 +367,7 @@ ledger.report()
 #   $\le 0.8$, and below the no-effect value 1; seeds 0.727, 0.697, 0.739, 0.785, 0.771). The better
 #   DDPM variance at $N = 10$ is $\tilde\beta_k$ (B2; corrected SW2 0.094 against B1's 0.123, mean
 #   over seeds).
-# - **The gain is the covariance's, not the score weighting's (m1 holds).** Issue 41 asked whether
+# - **The gain is the covariance's, not the score weighting's (m1 holds).** The question is whether
 #   the likelihood weighting of the score alone puts the rebuild on the bar. With LM's own score and
 #   the DDPM variances (S1, S2) in place of the DSM network, the ratio is 0.748 [0.712, 0.785]
 #   (0.738, 0.706, 0.765, 0.784, 0.750), almost the same as c1b's: S2's corrected distance (0.093)
@@ -384,9 +385,9 @@ ledger.report()
 #   the sampling distance B4 sits between LM and DSM (SW2 0.169 at $N = 5$ against LM's 0.136 and
 #   0.238 for B2). The tilted components need the off-diagonal term.
 # - **c3b holds: with many steps the advantage vanishes.** At $N = 200$ LM and B2 differ by 0.50
-#   [0.14, 0.87] sampling floors (0.27-0.93), inside the tolerance of 4 that the exact samplers'
+#   [0.14, 0.87] sampling floors (0.19-0.93), inside the tolerance of 4 that the exact samplers'
 #   calibration set. The tolerance was chosen so that the exact method passes on every calibration
-#   seed (issue 41 noted this); it is wide, but the trained samplers sit well inside it: their mean
+#   seed; it is wide, but the trained samplers sit well inside it: their mean
 #   gap (0.50 floors) is below the exact samplers' own mean gap on these seeds (p3, 1.03 floors).
 # - **c4b fails: LM's learned Hessian is worse than the one a score model already holds.** LM's
 #   relative Hessian error at $t = 0.3$ over that of the symmetrised Jacobian of the DSM network's
@@ -396,7 +397,7 @@ ledger.report()
 #   Jacobian costs two backward passes; on images it costs $d$, which is the case for learning the
 #   Hessian that this chapter cannot test.
 # - **The 6,000-step run (pilot seeds 0-2, the same recipe, measured after the confirmatory run and
-#   not committed as results).** Issue 41 asked for it. With twice the training, p1 is 0.908, 0.894
+#   not committed as results).** With twice the training, p1 is 0.908, 0.894
 #   and 1.001 and p4 1.090, 1.090 and 0.990 (seed 0 at 3,000 steps: 0.991 and 1.003): both networks
 #   keep improving by about the same amount (LM's error at $t = 0.025$ falls from about 0.12 to
 #   0.07-0.11), and neither ratio comes near 1.5. The preconditions do not rest on stopping at 3,000
@@ -409,7 +410,7 @@ ledger.report()
 #   reproduced; what the toy cannot show is whether the gains survive in image dimensions, where the
 #   covariance is rank-limited and the paper's numbers could not be read.
 # - **Choices made with numbers in view.** The separate covariance trunk, the clipping and the
-#   weight's Rao-Blackwellisation were chosen from issue 41's reading of the previous run (which had
+#   weight's Rao-Blackwellisation were chosen from our reading of the previous run (which had
 #   seen c1b, c2 and c3b on seeds 0-2) and declared before any new run; the learning rate was tuned
 #   on pilot seeds 0-2 on held-out loss values only; one pilot book run on seed 0 checked the
 #   notebook's code before the confirmatory run. The previous declarations' verdicts are kept in
@@ -449,7 +450,7 @@ ledger.report()
 # calibration with exact samplers fixed. The second left LM's score behind on one seed through the
 # covariance heads' gradients in a shared trunk, and judged it at a single diffusion time where every
 # error is tiny; a separate covariance trunk, gradient clipping, a Rao-Blackwellised weight and a
-# precondition on the error LM's own loss weights fixed both (issue 41).
+# precondition on the error LM's own loss weights fixed both.
 
 # %% [markdown]
 # ## Summary

