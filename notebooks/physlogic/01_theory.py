@@ -215,7 +215,7 @@ pd.DataFrame(sweep).set_index("tau")
 # answer has $P = 1$ and an $O$ decided by ties (the comparison is strict), so shortcut answers are
 # caught by $F$ only. And the metrics read text, not arithmetic: with the numbers masked, a trace
 # with a wrong number in a step scores exactly what the right trace scores. With the numbers kept as
-# words (the first version of this chapter), a wrong value lowered the step's similarity to its
+# words (as an earlier set-up of this chapter did), a wrong value lowered the step's similarity to its
 # nexus, and $F$ became in part a second measure of correctness.
 #
 # ## 5. Why selecting traces by logicality can matter
