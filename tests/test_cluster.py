@@ -83,6 +83,8 @@ def test_a_failed_task_is_named_and_no_partial_results_are_merged(tmp_path, caps
 
 
 def test_update_results_is_refused_on_a_cluster(capsys):
-    seeds = ["--seeds", "1000", "1001", "1002", "1003", "1004"]
+    from replib.core.paths import load_chapter
+
+    seeds = ["--seeds", *map(str, load_chapter("bidprice_routing")["confirmatory_seeds"])]
     assert main(["run", "bidprice_routing", "--scheduler", "local:2", "--update-results"] + seeds) == 2
     assert "drop --scheduler" in capsys.readouterr().err

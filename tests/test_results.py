@@ -183,15 +183,16 @@ def test_smoke_values_check_names_judged_claims_without_a_value(tmp_path):
     for slug in chapter_slugs():
         claims = [{**c, "values": [1.0]} for c in load_chapter(slug)["claims"]]
         if slug == "bidprice_routing":
-            claims[0]["values"] = [float("nan")]  # a judged headline claim with no value
-            claims[3]["values"] = [None]  # c2b, a check: not judged, so not required
+            by_id = {c["id"]: c for c in claims}
+            by_id["c6_throughput"]["values"] = [float("nan")]  # a judged headline claim with no value
+            by_id["c2b_preemptions"]["values"] = [None]  # a check: not judged, so not required
         if slug == "me_dlm":
             next(c for c in claims if c["id"] == "c4_minimal_edits")["values"] = [float("nan")]  # a listed gap
         write_json_atomic(tmp_path / f"{slug}.json", {"slug": slug, "profile": "smoke", "seeds": [0],
                                                        "claims": claims, "fingerprint": None})
     (tmp_path / "foam.json").unlink()
     problems = missing_smoke_values(tmp_path)
-    assert problems == ["bidprice_routing: c1a_mean_e2e has no value on some seed (add what it needs to the "
+    assert problems == ["bidprice_routing: c6_throughput has no value on some seed (add what it needs to the "
                         "smoke profile, or list it under smoke_gaps with the reason)",
                         "foam: the smoke run wrote no foam.json"]
 
