@@ -8,7 +8,7 @@ import pytest
 
 from replib.cli import main
 from replib.core.ledger import read_json, write_json_atomic
-from replib.replay import cheapest_chapter, compare, is_wall_clock, same
+from replib.replay import cheapest_chapter, compare, is_wall_clock, replay_plan, same
 
 SLUG = "sgb_ib"
 
@@ -39,6 +39,20 @@ def test_compare_reads_the_replayed_seeds_column():
     assert compare(committed, {"seeds": [1], "claims": []}, 1, 0.0)[0]["status"] == "missing in the replay"
 
 
+def test_a_batched_chapter_replays_the_seeds_whole_batch(monkeypatch):
+    """Seeds trained as one batched model are replayed together, as the book profile grouped them."""
+    seeds = [1000, 1001, 1002, 1003, 1004]
+    chapters = {"solo": {}, "batched": {"replay_batch": {"groups": 2, "parameters": {"workers": 1}}},
+                "one": {"replay_batch": {"groups": 1}}, "bad": {"replay_batch": {"groups": 0}}}
+    monkeypatch.setattr("replib.replay.load_chapter", chapters.__getitem__)
+    assert replay_plan("solo", seeds, 1003) == ([1003], {})
+    assert replay_plan("batched", seeds, 1003) == ([1001, 1003], {"workers": 1})
+    assert replay_plan("batched", seeds, 1004) == ([1000, 1002, 1004], {"workers": 1})
+    assert replay_plan("one", seeds, 1001) == (seeds, {})
+    with pytest.raises(ValueError, match="bad: replay_batch must be"):
+        replay_plan("bad", seeds, 1000)
+
+
 @pytest.fixture
 def committed_copy(tmp_path, monkeypatch):
     """The chapter's committed results in a scratch results folder, and an executor that 'replays' by
@@ -50,10 +64,9 @@ def committed_copy(tmp_path, monkeypatch):
     monkeypatch.setattr("replib.replay.results_dir", lambda: tmp_path)
 
     def fake_execute(slug, stem, profile, params, out_dir):
-        (seed,) = params["seeds"]
-        column = pristine["seeds"].index(seed)
-        record = {**pristine, "seeds": [seed],
-                  "claims": [{**c, "values": [c["values"][column]]} for c in pristine["claims"]]}
+        columns = [pristine["seeds"].index(seed) for seed in params["seeds"]]
+        record = {**pristine, "seeds": params["seeds"],
+                  "claims": [{**c, "values": [c["values"][k] for k in columns]} for c in pristine["claims"]]}
         write_json_atomic(out_dir / f"{slug}.json", record)
         return 1.0
 

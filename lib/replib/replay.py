@@ -3,8 +3,10 @@ claim value with the committed one. The only guard against results that drift fr
 committed value edited by hand, or code changed after the run, shows up as a mismatch.
 
 A chapter is replayed exactly (its seeds run on one thread and do not depend on each other), unless
-its ``chapter.yml`` declares ``replay_rtol`` with the reason in a comment. Wall-clock measurements
-(a metric or unit in seconds) cannot repeat and are skipped, and said to be.
+its ``chapter.yml`` declares ``replay_rtol`` with the reason in a comment. A chapter that trains the
+models of several seeds as one batched model declares ``replay_batch``: the float rounding of a batched
+step depends on the batch-mates, so a replay re-runs the seed's whole batch (see :func:`replay_plan`).
+Wall-clock measurements (a metric or unit in seconds) cannot repeat and are skipped, and said to be.
 """
 
 from __future__ import annotations
@@ -35,6 +37,23 @@ def tolerance(slug: str) -> float:
     return float(rtol)
 
 
+def replay_plan(slug: str, seeds: list[int], seed: int) -> tuple[list[int], dict]:
+    """The seeds a replay of ``seed`` runs in one notebook, and the notebook parameters it adds.
+
+    Without ``replay_batch`` in chapter.yml: ``[seed]`` alone. With ``replay_batch: {groups: G,
+    parameters: {...}}``: the book profile split its committed ``seeds`` into the batches
+    ``seeds[k::G]``, so the replay runs the batch that holds ``seed``, with ``parameters`` making that
+    batch one run (e.g. ``workers: 1`` where the profile spreads the batches over processes)."""
+    spec = load_chapter(slug).get("replay_batch")
+    if spec is None:
+        return [seed], {}
+    groups, parameters = (spec.get("groups"), spec.get("parameters", {})) if isinstance(spec, dict) else (None, None)
+    if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1 or not isinstance(parameters, dict):
+        raise ValueError(f"{slug}: replay_batch must be {{groups: a whole number >= 1, parameters: a mapping}}, "
+                         f"got {spec!r}")
+    return next(seeds[k::groups] for k in range(groups) if seed in seeds[k::groups]), dict(parameters)
+
+
 def same(a: float | None, b: float | None, rtol: float) -> bool:
     """Whether two per-seed values agree: both missing, equal infinities, or within ``rtol``."""
     if a is None or b is None or (isinstance(a, float) and math.isnan(a)) or (isinstance(b, float) and math.isnan(b)):
@@ -61,7 +80,8 @@ def compare(committed: dict, replayed: dict, seed: int, rtol: float) -> list[dic
 
 def run_replay(slug: str, seed: int | None = None, out: str | None = None) -> tuple[int, list[dict]]:
     """Execute the chapter's experiment at the book profile on one committed seed (the first when
-    ``seed`` is None) and compare; returns (the seed, the rows of :func:`compare`)."""
+    ``seed`` is None; with its batch-mates, :func:`replay_plan`) and compare at that seed; returns
+    (the seed, the rows of :func:`compare`)."""
     check_slug(slug)
     committed = read_results(results_dir() / f"{slug}.json")
     seed = committed["seeds"][0] if seed is None else seed
@@ -69,10 +89,12 @@ def run_replay(slug: str, seed: int | None = None, out: str | None = None) -> tu
         raise ValueError(f"{slug}: seed {seed} is not one of the committed seeds "
                          f"{', '.join(map(str, committed['seeds']))}")
     rtol = tolerance(slug)
+    batch, parameters = replay_plan(slug, committed["seeds"], seed)
     with tempfile.TemporaryDirectory(prefix=f"replay-{slug}-") as scratch:
         folder = Path(out or scratch) / slug
-        # the committed parameters are the book profile's (a test says so): the seed is all to inject
-        execute_notebook(slug, "03_experiment", "book", {"profile": "book", "seeds": [seed]}, folder)
+        # the committed parameters are the book profile's (a test says so): the seeds are all to inject,
+        # with what makes a batched chapter's batch one run
+        execute_notebook(slug, "03_experiment", "book", {"profile": "book", "seeds": batch, **parameters}, folder)
         replayed = read_json(folder / f"{slug}.json")
     return seed, compare(committed, replayed, seed, rtol)
 
