@@ -182,6 +182,8 @@ def _same(a, b) -> bool:
     if isinstance(a, float) or isinstance(b, float):
         if a is None or b is None:
             return a is None and b is None or math.isnan(a if a is not None else b)
+        if isinstance(a, str) or isinstance(b, str):  # a stored field that is missing, or not a number
+            return False
         return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12) or (math.isnan(a) and math.isnan(b))
     return a == b
 
