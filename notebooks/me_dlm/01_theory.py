@@ -166,6 +166,10 @@ assert sum(schedule) == 512 and len(schedule) + 16 == 512 // 8
 # - At an *equal* number of forward passes it is not clear that editing beats simply unmasking more
 #   slowly: on a tiny toy, an extra unmasking pass is cheap and very effective. A pilot run while
 #   planning this chapter found no advantage; the experiment tests it as a falsification test.
+# - Whether edits *could* win is measured separately: the experiment replays ME-DLM's drafts with
+#   the oracle pass of this notebook (the labels themselves as proposals). If two oracle passes beat
+#   slower unmasking, the toy leaves edits room, and a loss of the learned edit heads is about them,
+#   not about the canvas.
 #
 # ## Summary
 #

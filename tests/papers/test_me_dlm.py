@@ -168,7 +168,7 @@ def test_claim_ids_and_determinism():
     assert len(a["traces"]) > 0
 
 
-def _validity_rows(seed, mdlm, me, sub, drafts):
+def _validity_rows(seed, mdlm, me, sub, drafts, oracle=None):
     """Rows in the shape of ``evaluate``'s ``validity``: ``mdlm`` {S: validity}; ``me`` {(S, E): validity}
     (full editing, E = 0 the draft); ``sub`` {E: validity} (substitution-only, 1-pass draft); ``drafts``
     {S: (valid drafts, {E: broken})}."""
@@ -185,6 +185,9 @@ def _validity_rows(seed, mdlm, me, sub, drafts):
         rows.append({"seed": seed, "model": "me_dlm", "draft_passes": 1, "edit_passes": E, "mode": "substitution",
                      "forward_passes": 1 + E, "validity": v, "distance": 1.0, "real_steps": float(E),
                      "valid_drafts": drafts[1][0], "broken": 0})
+    for (S, E), v in (oracle or {}).items():
+        rows.append({"seed": seed, "model": "oracle", "draft_passes": S, "edit_passes": E, "mode": "oracle",
+                     "forward_passes": S + E, "validity": v, "distance": 1.0, "real_steps": nan})
     return rows
 
 
@@ -199,13 +202,15 @@ def test_claim_values_from_hand_made_rows():
         me={(1, 0): 12.0, (1, 1): 20.0, (1, 2): 41.0, (1, 4): 50.0, (3, 0): 40.0, (3, 1): 52.0, (3, 2): 63.0,
             (3, 4): 70.0},
         sub={1: 15.0, 2: 30.0, 4: 33.0},
-        drafts={1: (4, {1: 1, 2: 2, 4: 3}), 3: (10, {1: 0, 2: 1, 4: 2})})
+        drafts={1: (4, {1: 1, 2: 2, 4: 3}), 3: (10, {1: 0, 2: 1, 4: 2})},
+        oracle={(1, 1): 60.0, (1, 2): 80.0, (1, 4): 88.0, (3, 1): 75.0, (3, 2): 91.0, (3, 4): 95.0})
     seed1 = _validity_rows(
         1, mdlm={1: 5.0, 2: 15.0, 3: 30.0, 4: 40.0, 5: 60.0, 7: 90.0},
         me={(1, 0): 8.0, (1, 1): 18.0, (1, 2): 27.0, (1, 4): 33.0, (3, 0): 45.0, (3, 1): 50.0, (3, 2): 58.0,
             (3, 4): 61.0},
         sub={1: 10.0, 2: 35.0, 4: 36.0},
-        drafts={1: (2, {1: 0, 2: 1, 4: 2}), 3: (5, {1: 0, 2: 0, 4: 1})})
+        drafts={1: (2, {1: 0, 2: 1, 4: 2}), 3: (5, {1: 0, 2: 0, 4: 1})},
+        oracle={(1, 1): 50.0, (1, 2): 70.0, (1, 4): 78.0, (3, 1): 65.0, (3, 2): 81.0, (3, 4): 85.0})
     copied = pd.DataFrame([{"seed": seed, "edit_passes": E, "unchanged": u, "valid": 1.0}
                            for seed, us in ((1, (0.99, 0.97, 0.9)), (0, (0.98, 0.96, 0.5))) for E, u in zip((1, 2, 4), us)])
     results = {"validity": pd.DataFrame(seed1 + seed0), "copy": copied}  # seed 1 first: found by seed, not position
@@ -216,6 +221,8 @@ def test_claim_values_from_hand_made_rows():
     expected = {
         0: {"p1_mdlm_learns_the_toy": 85.0,  # MDLM at CANVAS = 7 passes
             "p2_edits_keep_valid_answers": 0.96,  # unchanged after 2 edit passes (decoys at 1 and 4)
+            "p3_room_at_3": 80.0 - 35.0,  # oracle edits, 1-pass draft + 2 - MDLM at 3
+            "p4_room_at_5": 91.0 - 55.0,  # oracle edits, 3-pass draft + 2 - MDLM at 5
             "c1_parallel_breaks_validity": 10.0 - 85.0,  # MDLM 1 pass - 7 passes
             "c2_edits_repair": 41.0 - 12.0,  # 1-pass draft + 2 edits - the draft
             "c3a_equal_budget_3": 41.0 - 35.0,  # 1 + 2 edits - MDLM at 3
@@ -224,6 +231,8 @@ def test_claim_values_from_hand_made_rows():
             "c5_full_vs_substitution": 41.0 - 30.0},  # full - substitution-only, 1-pass draft + 2 edits
         1: {"p1_mdlm_learns_the_toy": 90.0,
             "p2_edits_keep_valid_answers": 0.97,
+            "p3_room_at_3": 70.0 - 30.0,
+            "p4_room_at_5": 81.0 - 60.0,
             "c1_parallel_breaks_validity": 5.0 - 90.0,
             "c2_edits_repair": 27.0 - 8.0,
             "c3a_equal_budget_3": 27.0 - 30.0,
@@ -603,3 +612,83 @@ def test_release_optimiser_warms_up_then_decays_and_decays_weights():
         sched.step()
     want = [min(1.0, (s + 1) / 3) * 0.5 * (1 + math.cos(math.pi * s / 10)) for s in range(4)]
     assert lrs == pytest.approx(want)
+
+
+def test_prompt_split_holds_prompts_out_of_every_training_corpus(tmp_path, monkeypatch):
+    """The held-out prompts (a fixed 30% of each length) never appear in a training corpus, and the
+    test prompts of a run come from them."""
+    monkeypatch.setenv("REPLIB_CACHE_DIR", str(tmp_path))
+    split = task.prompt_split()
+    assert {k: len(v) for k, v in split["heldout"].items()} == {2: 30, 3: 300}
+    assert {k: len(v) for k, v in split["train"].items()} == {2: 70, 3: 700}
+    heldout = {tuple(x) for part in split["heldout"].values() for x in part}
+    train = {tuple(x) for part in split["train"].values() for x in part}
+    assert not heldout & train and len(heldout | train) == 1100
+    assert task.prompt_split()["heldout"][3].tolist() == split["heldout"][3].tolist()  # fixed, not per seed
+    for seed in (0, 5):
+        prompts, _ = task.corpus_examples(task.training_corpus(seed, 3000), 0, 3000)
+        assert not set(prompts) & heldout
+    drawn = task.draw_prompts(500, np.random.default_rng(1), pool="heldout")
+    assert set(drawn) <= heldout and {len(x) for x in drawn} == {2, 3}
+
+
+def test_oracle_edits_repair_what_two_passes_can_reach():
+    """The headroom arm: oracle edit passes (the release's labels against the nearest valid answer)
+    leave valid answers unchanged, fix one-edit errors of every kind in one pass, and never stand
+    further from a valid answer after a pass (on drafts whose gaps need at most one insertion)."""
+    from replib.papers.me_dlm import baselines
+
+    E = method.EOS
+    x = (3, 1, 2)
+    drafts = [[2, 1, 3, E],  # valid (reverse): kept
+              [2, 1, 4, E],  # one replacement
+              [2, 1, 3, 3, E],  # one deletion
+              [1, 3, E],  # one insertion (sorted, missing 2)
+              [3, 3, 1, 1, 2, E]]  # doubled, missing the last 2
+    out = baselines.oracle_edit_passes([x] * len(drafts), drafts, 2)
+    assert out["states"][0] == drafts and len(out["states"]) == 3
+    assert out["states"][1][0] == [2, 1, 3, E]
+    assert all(task._response_valid(x, r) for r in out["states"][1])
+    rng = np.random.default_rng(3)
+    prompts = task.draw_prompts(300, rng)
+    noisy = [list(rng.integers(0, 10, size=rng.integers(1, 6))) + [E] for _ in prompts]
+    states = baselines.oracle_edit_passes(prompts, noisy, 2)["states"]
+    d = [[task._response_distance(x, r) for x, r in zip(prompts, s)] for s in states]
+    assert all(b <= a for a, b in zip(d[0], d[1])) and np.mean(d[1]) < 0.5 * np.mean(d[0])
+
+
+def test_paired_bootstrap_pairs_prompts_within_seeds():
+    import pandas as pd
+
+    rows = []
+    for seed, (me, md) in {0: ([1, 1, 0, 1], [0, 1, 0, 0]), 1: ([1, 0, 0, 0], [1, 0, 0, 0])}.items():
+        for i, (a, b) in enumerate(zip(me, md)):
+            rows.append({"seed": seed, "draft_passes": 1, "valid_2": bool(a), "mdlm_valid_matched": bool(b)})
+            rows.append({"seed": seed, "draft_passes": 3, "valid_2": True, "mdlm_valid_matched": True})
+    boot = experiment.paired_bootstrap(pd.DataFrame(rows), 1, n_boot=500)
+    assert boot["per_seed"] == {0: 50.0, 1: 0.0} and boot["mean"] == 25.0
+    assert boot["interval"][0] <= 25.0 <= boot["interval"][1] and boot["interval"][0] >= 0.0
+    assert experiment.paired_bootstrap(pd.DataFrame(rows), 3)["interval"] == [0.0, 0.0]
+
+
+def test_fast_forward_equals_the_library_bert():
+    """new_model's written-out forward gives the library TwoHeadMLM's outputs (same weights), with
+    and without a padding mask, and the same gradients."""
+    from replib.models.masked_lm import TwoHeadMLM
+
+    cfg = SimpleNamespace(n_layer=2, n_embd=32, n_head=4)
+    fast = method.new_model(cfg, 3)
+    ref = TwoHeadMLM(method.VOCAB, n_layer=2, n_embd=32, n_head=4, max_len=method.SEQ_LEN, seed=3)
+    ref.load_state_dict(fast.state_dict())
+    ids = torch.randint(0, method.VOCAB, (6, method.SEQ_LEN), generator=torch.Generator().manual_seed(0))
+    att = torch.ones_like(ids)
+    att[:3, 8:] = 0
+    for mask in (None, att):
+        for a, b in zip(fast(ids, mask), ref(ids, mask)):
+            assert torch.allclose(a, b, atol=1e-5)
+    fast.train()
+    ref.train()
+    sum(o.pow(2).sum() for o in fast(ids, att)).backward()
+    sum(o.pow(2).sum() for o in ref(ids, att)).backward()
+    for (name, p), q in zip(fast.named_parameters(), ref.parameters()):
+        assert torch.allclose(p.grad, q.grad, atol=1e-4, rtol=1e-4), name

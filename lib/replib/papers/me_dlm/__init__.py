@@ -32,11 +32,15 @@ Modules:
   (:func:`step_schedule`, :func:`draft`, :func:`edit_passes`).
 * :mod:`.task`: the toy ("one prompt, three valid answers"): :func:`valid_answers`,
   :func:`is_valid`, :func:`nearest_valid_distance`, :data:`MODES`, :func:`nearest_mode`,
-  :func:`draw_prompts`, :func:`training_corpus`, :func:`corpus_examples`, :func:`edit_targets`,
-  :func:`response_answer`, :func:`detok`.
+  :data:`HELDOUT_SHARE`, :func:`prompt_split` (the fixed split of the prompt space into training
+  and held-out prompts), :func:`draw_prompts`, :func:`training_corpus` (training prompts only),
+  :func:`corpus_examples`, :func:`edit_targets`, :func:`response_answer`, :func:`detok`.
+* :mod:`.baselines`: :func:`oracle_edit_passes`, the headroom arm (edit passes whose proposals are
+  the release's labels against the nearest valid answer: the best E edit passes can do).
 * :mod:`.experiment`: :func:`curriculum_passes`, :func:`train_phase` (both phases, on the toy's
   batches), :data:`EXPERIMENT_PROFILES`, :func:`evaluate`, :func:`copy_check` (precondition p2),
-  :func:`run_seed`, :func:`run_experiment`, :func:`claim_values`. The MDLM baseline and the
+  :func:`run_seed`, :func:`run_experiment`, :func:`claim_values`, :func:`paired_bootstrap` (over
+  held-out prompts, beside the ledger's interval over seeds). The MDLM baseline and the
   substitution-only ablation are a few lines each (in :func:`run_seed` and a flag of
   :func:`edit_passes`).
 * :mod:`.theory`: :func:`marginal_vs_joint_example`, :func:`worked_edit_examples`,
@@ -64,10 +68,11 @@ Fidelity notes (differences from the release, all deliberate, see also the chapt
   (issue 17) found that on 3-5 digits a two-layer network reaches only 40-70% validity at one token
   per pass within the book's budget (reverse and sort, which share length and digits, are the modes
   it does not learn), against 80-90% on 2-3 digits.
-* Budget: the book profile uses d = 64, 3 layers, batches of 32 and 1000 / 600 steps (about 50 s
-  per seed on one core, two seeds at a time on two cores, 300 test prompts; with 2 layers seed 0's MDLM stayed
-  under precondition p1's 85%, and so did two of three seeds' with 1000 / 400 or 700 / 600 steps); the paper profile uses d = 96, 3 layers, batches of 64 and
-  3000 / 1500 steps.
+* Budget: the book profile uses d = 64, 3 layers, batches of 64 and 1600 / 600 steps (about 80
+  CPU-seconds per seed, two seeds at a time on two cores, 300 held-out test prompts), chosen on pilot
+  seeds by precondition p1 alone (issue 43: with held-out prompts, batches of 32 and 1000 / 600 steps
+  left p1 at 81.3 on a pilot seed, batches of 64 at 91.3 and 81.7); the paper profile uses d = 96, 3
+  layers, batches of 64 and 3000 / 1500 steps.
 * The MDLM baseline is compute-matched in optimiser steps: it continues from the *same* phase-1
   checkpoint for ``steps2`` more mask-mode steps, so the two models differ only in phase 2.
 * AdamW (weight decay 0.01), linear warm-up over ``warmup`` steps, then cosine decay to 0, set up
@@ -97,7 +102,12 @@ Fidelity notes (differences from the release, all deliberate, see also the chapt
   was rewritten by two edit passes, precondition p2). With a single valid answer the rule is the
   release's.
 * Training data: each seed's examples come from a generated corpus (:func:`.task.training_corpus`,
-  a cached ``datasets.Dataset``) read in order; the two phase-2 branches read the same rows.
+  a cached ``datasets.Dataset``) read in order; the two phase-2 branches read the same rows. A
+  fixed 30% of the prompts of each length (30 two-digit, 300 three-digit; :func:`.task.prompt_split`,
+  the same for every seed) never enter a corpus; every evaluation (claims, the learning curve) is on
+  them (issue 43: before, test prompts came from the same 1,100-prompt space as the training rows).
+* The network's forward pass is the library BERT encoder's written out (:func:`.method.new_model`):
+  the same function and weights within float rounding, less per-call overhead.
 * Inference forbids ``[MASK]`` as a prediction besides the documented ``<del>`` rule (a trained
   model never predicts it; this only removes a degenerate case). Substitution-only editing (the
   ablation) applies the replacements only: a proposed ``<del>`` keeps the token, insertions are

@@ -22,6 +22,7 @@ import torch
 
 from replib.core.runtime import compute_threads, model_device, seed_everything, thread_budget
 
+from .baselines import oracle_edit_passes
 from .method import (
     CANVAS,
     EOS,
@@ -55,6 +56,7 @@ __all__ = [
     "run_seed",
     "run_experiment",
     "claim_values",
+    "paired_bootstrap",
 ]
 
 
@@ -126,7 +128,8 @@ _COMMON = dict(n_head=4, lr=2e-3, warmup=50, e_max=4, curriculum_start=0.5, mdlm
 EXPERIMENT_PROFILES = {
     "smoke": dict(seeds=[0], n_layer=1, n_embd=32, batch=32, steps1=40, steps2=16, n_test=32, curve_every=20,
                   n_curve=16, **_COMMON),
-    "book": dict(seeds=[0, 1, 2], n_layer=3, n_embd=64, batch=32, steps1=1000, steps2=600, n_test=300,
+    "book": dict(seeds=[1000, 1001, 1002, 1003, 1004, 1005], n_layer=3, n_embd=64, batch=64,
+                 steps1=1600, steps2=600, n_test=300,
                  curve_every=200, n_curve=100, **_COMMON),
     "paper": dict(seeds=[0, 1, 2, 3, 4], n_layer=3, n_embd=96, batch=64, steps1=3000, steps2=1500, n_test=400,
                   curve_every=250, n_curve=200, **_COMMON),
@@ -149,6 +152,7 @@ def evaluate(mdlm, medlm, prompts, cfg, seed: int) -> dict:
     steps), ``samples`` (per prompt and ME-DLM draft: distance before / after each edit count,
     valid before / after, real edit steps), ``traces``."""
     validity, samples, traces, modes = [], [], [], []
+    mdlm_valid = {}
 
     def score(responses):
         valid = np.array([_response_valid(x, r) for x, r in zip(prompts, responses)])
@@ -165,6 +169,7 @@ def evaluate(mdlm, medlm, prompts, cfg, seed: int) -> dict:
     for S in cfg.mdlm_passes:
         responses = draft(mdlm, prompts, S)["responses"]
         valid, dist = score(responses)
+        mdlm_valid[S] = valid
         validity.append({"seed": seed, "model": "mdlm", "draft_passes": S, "edit_passes": 0, "mode": "none",
                          "forward_passes": S, "validity": 100 * valid.mean(), "distance": dist.mean(),
                          "real_steps": np.nan})
@@ -178,6 +183,14 @@ def evaluate(mdlm, medlm, prompts, cfg, seed: int) -> dict:
                          "forward_passes": S, "validity": 100 * v0.mean(), "distance": d0.mean(),
                          "real_steps": np.nan})
         per = {"seed": seed, "draft_passes": S}
+        oracle = oracle_edit_passes(prompts, drafted, e_max)
+        for E in cfg.edit_counts:
+            v, d = score(oracle["states"][E])
+            validity.append({"seed": seed, "model": "oracle", "draft_passes": S, "edit_passes": E, "mode": "oracle",
+                             "forward_passes": S + E, "validity": 100 * v.mean(), "distance": d.mean(),
+                             "real_steps": np.nan})
+            if E == 2:
+                per["oracle_valid_2"] = v
         for mode in (["full", "substitution"] if S == 1 else ["full"]):
             out = edit_passes(medlm, prompts, drafted, e_max, substitution_only=(mode == "substitution"),
                               keep_trace=cfg.n_traces if mode == "full" else 0)
@@ -198,7 +211,9 @@ def evaluate(mdlm, medlm, prompts, cfg, seed: int) -> dict:
                                    "passes": tr})
         for i in range(len(prompts)):
             row = {"seed": seed, "draft_passes": S, "prompt": "".join(map(str, prompts[i])),
-                   "valid_0": bool(v0[i]), "distance_0": int(d0[i]), "real_steps": int(per["real_steps"][i])}
+                   "valid_0": bool(v0[i]), "distance_0": int(d0[i]), "real_steps": int(per["real_steps"][i]),
+                   "oracle_valid_2": bool(per["oracle_valid_2"][i]),
+                   "mdlm_valid_matched": bool(mdlm_valid[S + 2][i]) if S + 2 in mdlm_valid else None}
             for E in cfg.edit_counts:
                 row[f"valid_{E}"], row[f"distance_{E}"] = bool(per[f"valid_{E}"][i]), int(per[f"distance_{E}"][i])
             samples.append(row)
@@ -227,8 +242,9 @@ def run_seed(cfg, seed: int, progress=None, threads: int = 1) -> dict:
     validity every ``curve_every`` steps on ``n_curve`` prompts), then from that checkpoint ME-DLM
     phase 2 (``steps2``, edit mode with probability 0.5) and the compute-matched MDLM (``steps2``
     more mask-mode steps), each with a fresh optimiser and schedule and both on the same next rows
-    of the seed's training corpus (:func:`task.training_corpus`); evaluation on ``n_test`` prompts
-    from a separate stream. The models live on ``model_device(cfg.profile)`` (a GPU at the paper
+    of the seed's training corpus (:func:`task.training_corpus`, training prompts only); evaluation
+    on ``n_test`` held-out prompts (:func:`task.prompt_split`, never in any training corpus) from a
+    separate stream. The models live on ``model_device(cfg.profile)`` (a GPU at the paper
     profile when there is one, else the CPU); every random draw stays on the CPU. Plain data only: ``validity``, ``samples``, ``traces``, ``modes``,
     ``copy``, ``curve``, ``train`` rows and ``seconds``."""
     cfg = _as_cfg(cfg)
@@ -240,7 +256,7 @@ def run_seed(cfg, seed: int, progress=None, threads: int = 1) -> dict:
         model = new_model(cfg, seed, model_device(cfg.profile))
         opt, sched = _make_optimiser(model, cfg, cfg.steps1)
         curve = []
-        probe_prompts = draw_prompts(cfg.n_curve, np.random.default_rng([seed, 777]))
+        probe_prompts = draw_prompts(cfg.n_curve, np.random.default_rng([seed, 777]), pool="heldout")
 
         def probe(m, step):
             responses = draft(m, probe_prompts, CANVAS)["responses"]
@@ -265,7 +281,7 @@ def run_seed(cfg, seed: int, progress=None, threads: int = 1) -> dict:
         medlm, rows_me = branch(0.5, "me_dlm", 2)
         mdlm, rows_md = branch(0.0, "mdlm", 3)
         start = time.perf_counter()
-        prompts = draw_prompts(cfg.n_test, np.random.default_rng([seed, 12345]))
+        prompts = draw_prompts(cfg.n_test, np.random.default_rng([seed, 12345]), pool="heldout")
         ev = evaluate(mdlm, medlm, prompts, cfg, seed)
         seconds["eval"] = time.perf_counter() - start
     train = [{"seed": seed, **r} for r in train_rows + rows_me + rows_md]
@@ -297,7 +313,7 @@ def run_experiment(cfg, progress=None, threads: int = 1, workers: int = 1) -> di
 
 def claim_values(results: dict, cfg) -> dict[int, dict[str, float]]:
     """``{seed: {claim_id: value}}`` for the claims of ``chapter.yml`` (validity in points; p2 and c4
-    are shares)."""
+    are shares; p3 and p4 compare the oracle-edit headroom arm with the MDLM)."""
     cfg = _as_cfg(cfg)
     v = results["validity"]
     nan = float("nan")
@@ -322,6 +338,8 @@ def claim_values(results: dict, cfg) -> dict[int, dict[str, float]]:
         values[seed] = {
             "p1_mdlm_learns_the_toy": val("mdlm", CANVAS),
             "p2_edits_keep_valid_answers": float(copied["unchanged"].iloc[0]) if len(copied) else nan,
+            "p3_room_at_3": val("oracle", 1, 2, "oracle") - val("mdlm", 3),
+            "p4_room_at_5": val("oracle", 3, 2, "oracle") - val("mdlm", 5),
             "c1_parallel_breaks_validity": val("mdlm", 1) - val("mdlm", CANVAS),
             "c2_edits_repair": val("me_dlm", 1, 2, "full") - val("me_dlm", 1),
             "c3a_equal_budget_3": val("me_dlm", 1, 2, "full") - val("mdlm", 3),
@@ -330,3 +348,22 @@ def claim_values(results: dict, cfg) -> dict[int, dict[str, float]]:
             "c5_full_vs_substitution": val("me_dlm", 1, 2, "full") - val("me_dlm", 1, 2, "substitution"),
         }
     return values
+
+
+def paired_bootstrap(samples: pd.DataFrame, draft_passes: int, n_boot: int = 2000, seed: int = 0) -> dict:
+    """A paired bootstrap over held-out prompts of the equal-budget difference (ME-DLM, a
+    ``draft_passes`` draft + 2 edit passes, minus the MDLM at ``draft_passes + 2`` passes, in points):
+    prompts are resampled with replacement within each seed, the same prompts for both arms, and the
+    difference averaged over seeds. It holds the trained models fixed, so it measures the noise of
+    the test prompts only, not the seed-to-seed spread the ledger's interval is about. Returns the
+    mean, the 95% percentile interval and the per-seed means."""
+    rows = samples[samples["draft_passes"] == draft_passes]
+    rng = np.random.default_rng(seed)
+    per_seed, boots = {}, []
+    for s_, part in rows.groupby("seed"):
+        diff = 100 * (part["valid_2"].astype(float).to_numpy() - part["mdlm_valid_matched"].astype(float).to_numpy())
+        per_seed[int(s_)] = float(diff.mean())
+        boots.append(diff[rng.integers(len(diff), size=(n_boot, len(diff)))].mean(1))
+    boot = np.mean(boots, axis=0)
+    return {"mean": float(np.mean(list(per_seed.values()))), "interval": [float(np.percentile(boot, 2.5)),
+            float(np.percentile(boot, 97.5))], "per_seed": per_seed}

@@ -23,6 +23,8 @@ __all__ = [
     "nearest_valid_distance",
     "MODES",
     "nearest_mode",
+    "HELDOUT_SHARE",
+    "prompt_split",
     "draw_prompts",
     "training_corpus",
     "corpus_examples",
@@ -60,10 +62,38 @@ def nearest_mode(prompt, answer) -> int:
     return int(np.argmin([levenshtein(list(answer), list(v)) for v in valid_answers(prompt)]))
 
 
-def draw_prompts(n: int, rng: np.random.Generator) -> list[tuple]:
-    """n prompts: length uniform in {``MIN_PROMPT``, ..., ``MAX_PROMPT``} (2 or 3), digits uniform."""
+HELDOUT_SHARE = 0.3  # share of the prompts of each length kept out of every training corpus
+
+
+def prompt_split() -> dict[str, dict[int, np.ndarray]]:
+    """The fixed split of the prompt space into training and held-out prompts, the same for every
+    seed: for each length k in {``MIN_PROMPT``, ..., ``MAX_PROMPT``}, a permutation of the 10^k digit
+    strings (one numpy Generator seeded ``[43, 2026]``) whose first ``HELDOUT_SHARE`` are held out
+    (30 of the 100 two-digit prompts, 300 of the 1,000 three-digit ones). Returns
+    ``{"train": {k: (m, k) array}, "heldout": {k: (m', k) array}}``; no held-out prompt appears in
+    any training corpus."""
+    rng = np.random.default_rng([43, 2026])
+    out = {"train": {}, "heldout": {}}
+    for k in range(MIN_PROMPT, MAX_PROMPT + 1):
+        allp = np.array(np.unravel_index(np.arange(10 ** k), (10,) * k)).T
+        order = rng.permutation(len(allp))
+        cut = int(round(HELDOUT_SHARE * len(allp)))
+        out["heldout"][k], out["train"][k] = allp[order[:cut]], allp[order[cut:]]
+    return out
+
+
+_SPLIT = prompt_split()
+
+
+def draw_prompts(n: int, rng: np.random.Generator, pool: str | None = None) -> list[tuple]:
+    """n prompts: length uniform in {``MIN_PROMPT``, ..., ``MAX_PROMPT``} (2 or 3); then digits
+    uniform (``pool=None``, the whole prompt space) or a prompt drawn uniformly from that length's
+    ``"train"`` or ``"heldout"`` part of :func:`prompt_split`."""
     lengths = rng.integers(MIN_PROMPT, MAX_PROMPT + 1, size=n)
-    return [tuple(int(d) for d in rng.integers(0, 10, size=k)) for k in lengths]
+    if pool is None:
+        return [tuple(int(d) for d in rng.integers(0, 10, size=k)) for k in lengths]
+    part = _SPLIT[pool]
+    return [tuple(int(d) for d in part[k][rng.integers(len(part[k]))]) for k in lengths]
 
 
 def response_answer(response) -> tuple:
@@ -89,7 +119,7 @@ def detok(tokens) -> list[str]:
 def _corpus_rows(seed: int, rows: int) -> dict:
     """The columns of :func:`training_corpus`, drawn with one numpy Generator."""
     rng = np.random.default_rng([seed, 2026])
-    prompts = draw_prompts(rows, rng)
+    prompts = draw_prompts(rows, rng, pool="train")
     modes = rng.integers(len(MODES), size=rows)
     answers = [valid_answers(x)[m] for x, m in zip(prompts, modes)]
     text = lambda seq: "".join(map(str, seq))  # noqa: E731
@@ -99,12 +129,12 @@ def _corpus_rows(seed: int, rows: int) -> dict:
 
 def training_corpus(seed: int, rows: int):
     """The generated training set of one seed: ``rows`` examples (prompt, answer, mode), each a
-    prompt from :func:`draw_prompts` and one of its three valid answers drawn uniformly, as digit
+    training prompt from :func:`draw_prompts` (``pool="train"``: no held-out prompt) and one of its three valid answers drawn uniformly, as digit
     strings. A ``datasets.Dataset`` built once per (seed, rows) and cached
     (:func:`replib.core.cached_dataset`); training reads it in order, ``batch`` rows per step."""
     from replib.core import cached_dataset
 
-    return cached_dataset("me_dlm_corpus", {"seed": int(seed), "rows": int(rows)},
+    return cached_dataset("me_dlm_corpus", {"seed": int(seed), "rows": int(rows), "split": "heldout30"},
                           lambda: _corpus_rows(int(seed), int(rows)))
 
 
