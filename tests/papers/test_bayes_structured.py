@@ -471,15 +471,17 @@ def test_decisions_under_both_readers():
     pad = lambda ids: ids + [toy.PAD] * (toy.max_answer_tokens("sets") - len(ids))  # noqa: E731
     answers = np.array([pad(enc(["A", "B", "A", "<eos>"])), pad(enc(["A", "B", "B", "<eos>"])),
                         pad(enc(["C", "<eos>"]))])
-    decodes = {"greedy": answers[0], "beam": np.array(pad(enc(["C", "<eos>"]))),
-               "equal beam": np.array(pad(enc(["A", "<eos>"])))}
+    decodes = {"greedy": answers[0], "beam": np.array(pad(enc(["C", "<eos>"])))}
     truth = np.arange(method.N_ITEMS) < 2  # {A, B}
     judged = experiment._decisions("sets", answers, decodes, truth, [1, 3], "judged")
     strict = experiment._decisions("sets", answers, decodes, truth, [1, 3], "strict")
     assert judged["parsed samples"] == 3 and strict["parsed samples"] == 1
     assert judged["loss bayes"] == 0.0 and judged["loss greedy"] == 0.0  # {A, B} from 2 of 3 samples
     assert strict["loss bayes"] == 3.0 and strict["loss greedy"] == 10.0  # only {C} is left; greedy unparsable
-    assert judged["loss beam"] == strict["loss beam"] == 3.0 and judged["loss equal beam"] == 1.0
+    assert judged["loss beam"] == strict["loss beam"] == 3.0
+    # the objective of step 3: Bayes {A, B} is at distance (0 + 0 + 3) / 3 from the samples {A, B}, {A, B}, {C},
+    # and here it is also a sample, so the medoid is the same set
+    assert judged["objective bayes"] == judged["objective medoid"] == pytest.approx(1.0)
     assert judged["size bayes"] == 2 and judged["size truth"] == 2
     assert judged["bayesian risk"] == pytest.approx(3 * (1 / 3) + 0)  # q = (2/3, 2/3, 1/3): three items
     assert judged["loss bayes N=1"] == 0.0 and strict["loss bayes N=1"] == 10.0  # strict falls back to greedy
@@ -488,7 +490,8 @@ def test_decisions_under_both_readers():
 def test_pipeline_gives_every_declared_claim_and_is_deterministic():
     from replib import core
 
-    cfg = core.configure(experiment.EXPERIMENT_PROFILES, "smoke", train_steps=5, n_test=4, n_samples=3, num_beams=2)
+    cfg = core.configure(experiment.EXPERIMENT_PROFILES, "smoke", train_steps=5, n_test=4, n_samples=3,
+                         num_beams=[2, 1, 2], n_heldout=8)
     cfg.n_grid = [1, 3]
     first = experiment.run_experiment(cfg)
     values = experiment.claim_values(first, cfg)
@@ -509,41 +512,47 @@ def _hand_made_results():
             row.update({name: values[i] for name, values in columns.items()})
             rows.append(row)
 
-    other_scores = {"semantic entropy": [0.3, 0.2, 0.1], "distinct answers": [3, 1, 2], "beam nll": [5.0, 4.0, 6.0]}
+    other_scores = {"semantic entropy": [0.3, 0.2, 0.1], "distinct answers": [3, 1, 2], "beam nll": [5.0, 4.0, 6.0],
+                    "objective bayes": [0.5, 1.0, 0.0], "objective medoid": [0.5, 1.5, 0.2]}
     nan = float("nan")
+    set_extra = {"qe true": [0.8, 0.7, 0.6], "qe false": [0.2, 0.3, 0.1], "samples cut off": [0, 1, 2],
+                 "loss bayes with cut-offs": [0, 1, 3]}
     # seed 3
-    add(3, "sets", **{"loss greedy": [9, 9, 9], "loss beam": [7, 7, 7], "loss equal beam": [2, 4, 6],
+    add(3, "sets", **{"loss greedy": [9, 9, 9], "loss beam": [2, 4, 6],
                       "loss string majority": [5, 5, 5], "loss medoid": [1, 2, 3], "loss bayes": [0, 1, 2],
-                      "size beam": [1, 1, 1], "size equal beam": [2, nan, 4], "size truth": [3, 5, 6],
+                      "size beam": [2, nan, 4], "size truth": [3, 5, 6],
                       "bayesian risk": [1.0, 2.0, 3.0], "predictive entropy": [3.0, 1.0, 2.0],
-                      "loss bayes N=1": [2, 3, 4], "loss bayes N=3": [0, 1, 2]}, **other_scores)
-    add(3, "ratings", **{"loss greedy": [3.0, 3.0, 3.0], "loss beam": [9.0, 9.0, 9.0], "loss equal beam": [2.0, 2.0, 2.0],
+                      "loss bayes N=1": [2, 3, 4], "loss bayes N=3": [0, 1, 2]}, **other_scores, **set_extra)
+    add(3, "ratings", **{"loss greedy": [3.0, 3.0, 3.0], "loss beam": [2.0, 2.0, 2.0],
                          "loss string majority": [2.5, 2.5, 2.5], "loss medoid": [1.0, 1.5, 2.3],
                          "loss bayes": [1.0, 1.5, 2.0],
                          "bayesian risk": [0.5, 0.7, 0.9], "predictive entropy": [0.9, 0.7, 0.5],
                          "loss bayes N=1": [1.2, 1.5, 2.1], "loss bayes N=3": [1.0, 1.5, 2.0]}, **other_scores)
-    add(3, "labels", **{"loss greedy": [0, 0, 0], "loss beam": [0, 0, 0], "loss equal beam": [1, 1, 0],
+    add(3, "labels", **{"loss greedy": [0, 0, 0], "loss beam": [1, 1, 0],
                         "loss string majority": [1, 1, 1],
                         "loss medoid": [1, 0, 0], "loss bayes": [0, 0, 1],
                         "bayesian risk": [0.1, 0.2, 0.3], "predictive entropy": [0.3, 0.2, 0.1],
                         "loss bayes N=1": [1, 1, 1], "loss bayes N=3": [0, 0, 1]}, **other_scores)
     # seed 7
-    add(7, "sets", **{"loss greedy": [8, 8, 8], "loss beam": [9, 9, 9], "loss equal beam": [3, 3, 3],
+    other_scores["objective medoid"] = [0.5, 1.0, 0.0]  # ties everywhere: the largest gap is 0
+    add(7, "sets", **{"loss greedy": [8, 8, 8], "loss beam": [3, 3, 3],
                       "loss string majority": [6, 6, 6], "loss medoid": [1, 2, 1], "loss bayes": [0, 2, 1],
-                      "size beam": [0, 0, 0], "size equal beam": [3, 2, 1], "size truth": [4, 4, 7],
+                      "size beam": [3, 2, 1], "size truth": [4, 4, 7],
                       "bayesian risk": [2.0, 1.0, nan], "predictive entropy": [1.0, 3.0, 2.0],
-                      "loss bayes N=1": [1, 1, 1], "loss bayes N=3": [0, 2, 1]}, **other_scores)
-    add(7, "ratings", **{"loss greedy": [0.5, 0.5, 0.5], "loss beam": [5.0, 5.0, 5.0], "loss equal beam": [1.0, 1.0, 1.3],
+                      "loss bayes N=1": [1, 1, 1], "loss bayes N=3": [0, 2, 1]}, **other_scores,
+        **{**set_extra, "samples cut off": [0, 0, 0], "loss bayes with cut-offs": [0, 2, 1]})
+    add(7, "ratings", **{"loss greedy": [0.5, 0.5, 0.5], "loss beam": [1.0, 1.0, 1.3],
                          "loss string majority": [2.0, 2.0, 2.0], "loss medoid": [0.9, 1.1, 1.3],
                          "loss bayes": [1.0, 1.2, 1.4],
                          "bayesian risk": [0.3, 0.1, 0.2], "predictive entropy": [0.1, 0.3, 0.2],
                          "loss bayes N=1": [1.0, 1.0, 1.0], "loss bayes N=3": [1.0, 1.2, 1.4]}, **other_scores)
-    add(7, "labels", **{"loss greedy": [1, 1, 1], "loss beam": [0, 0, 0], "loss equal beam": [1, 1, 1],
+    add(7, "labels", **{"loss greedy": [1, 1, 1], "loss beam": [1, 1, 1],
                         "loss string majority": [0, 0, 0],
                         "loss medoid": [0, 1, 1], "loss bayes": [0, 1, 0],
                         "bayesian risk": [0.1, 0.2, 0.3], "predictive entropy": [0.3, 0.2, 0.1],
                         "loss bayes N=1": [1, 1, 0], "loss bayes N=3": [0, 1, 0]}, **other_scores)
-    runs = [{"seconds": {"beam": 0.5, "sampling": 2.0}}, {"seconds": {"beam": 0.7, "sampling": 3.0}}]
+    runs = [{"seconds": {"beam": 0.5, "sampling": 2.0}, "competence": {"sets kl": 0.4, "ratings kl": 0.05}},
+            {"seconds": {"beam": 0.7, "sampling": 3.0}, "competence": {"sets kl": 0.6, "ratings kl": 0.02}}]
     return {"runs": runs, "table": pd.DataFrame(rows)}
 
 
@@ -552,36 +561,42 @@ def test_claim_values_on_hand_made_results():
 
     from replib import core
 
-    cfg = SimpleNamespace(seeds=[3, 7], n_grid=[1, 3])
+    cfg = SimpleNamespace(seeds=[3, 7], n_grid=[1, 3], n_samples=20)
     values = experiment.claim_values(_hand_made_results(), cfg)
     ids = {c["id"] for c in core.load_chapter("bayes_structured")["claims"]}
     assert list(values) == [3, 7] and set(values[3]) == set(values[7]) == ids
     # Spearman of 3 untied values: 1 - 6 sum(d^2) / (3 (9 - 1)); the missing risk counts as +inf
     want = {
-        3: {"c1a_sets_vs_equal_beam": 1 / 4,  # Bayes 1 / equal beam 4 (the 5-beam column is not used)
-            "c1b_beam_sets_smaller": 3.0 - 4.5,  # prompts 0 and 2, where the equal beam parses
+        3: {"p1_sets_competence": 0.4, "p2_ratings_competence": 0.05,
+            "p3_sets_membership": 0.7 - 0.2,
+            "c1a_sets_vs_beam": 1 / 4,  # Bayes 1 / beam 4
+            "c1b_beam_sets_smaller": 3.0 - 4.5,  # prompts 0 and 2, where the beam parses
             "c1c_sets_vs_greedy": 1 / 9,
             "c2a_sets_vs_medoid": 1 / 2,
-            "c2b_ratings_vs_medoid": 1.5 - 1.6,
-            "c3a_ratings_vs_equal_beam": 2.0 - 1.5,
+            "c2b_objective_vs_medoid": 0.0,  # largest of -0, -0.5, -0.2 over the three tasks
+            "c3a_ratings_vs_beam": 2.0 - 1.5,
             "c3b_labels_vs_beam": 100 * (2 / 3 - 1 / 3),
             "c3c_ratings_vs_greedy": 3.0 - 1.5,
             "c4a_risk_sets": 1.0 - (-0.5),
             "c4b_risk_ratings": 1.0 - (-1.0),
             "c5_more_samples": max(1.0 - 3.0, 1.5 - 1.6),  # sets, ratings
-            "m1_beam_seconds": 0.5, "m2_sampling_seconds": 2.0},
-        7: {"c1a_sets_vs_equal_beam": 1 / 3,
+            "m1_beam_seconds": 0.5, "m2_sampling_seconds": 2.0,
+            "m3_cutoff_share": 1 / 20, "m4_cutoff_loss_shift": 4 / 3 - 1},
+        7: {"p1_sets_competence": 0.6, "p2_ratings_competence": 0.02,
+            "p3_sets_membership": 0.7 - 0.2,
+            "c1a_sets_vs_beam": 1 / 3,
             "c1b_beam_sets_smaller": 2.0 - 5.0,
             "c1c_sets_vs_greedy": 1 / 8,
             "c2a_sets_vs_medoid": 1 / (4 / 3),
-            "c2b_ratings_vs_medoid": 1.2 - 1.1,
-            "c3a_ratings_vs_equal_beam": 1.1 - 1.2,
+            "c2b_objective_vs_medoid": 0.0,
+            "c3a_ratings_vs_beam": 1.1 - 1.2,
             "c3b_labels_vs_beam": 100 * (1 - 1 / 3),
             "c3c_ratings_vs_greedy": 0.5 - 1.2,
             "c4a_risk_sets": -0.5 - 1.0,
             "c4b_risk_ratings": -0.5 - 0.5,
             "c5_more_samples": max(1.0 - 1.0, 1.2 - 1.0),
-            "m1_beam_seconds": 0.7, "m2_sampling_seconds": 3.0},
+            "m1_beam_seconds": 0.7, "m2_sampling_seconds": 3.0,
+            "m3_cutoff_share": 0.0, "m4_cutoff_loss_shift": 0.0},
     }
     for seed in (3, 7):
         for claim, value in want[seed].items():
@@ -598,7 +613,7 @@ def test_paper_profile_keeps_tensors_on_the_model_device(monkeypatch):
 
     monkeypatch.setenv("REPLIB_DEVICE", "meta")  # core.model_device("paper") is then "meta"
     cfg = core.configure(experiment.EXPERIMENT_PROFILES, "paper", experiment.EXPERIMENT_BOUNDS, seeds=[0],
-                         train_steps=2, n_test=2, n_samples=2, num_beams=2)
+                         train_steps=2, n_test=2, n_samples=2, num_beams=[2, 2, 2])
     with pytest.raises(RuntimeError, match=META_READ):
         experiment.run_seed(cfg, 0)  # training reaches loss.item()
     cfg.profile = "book"  # trained on the CPU, then decoded on meta
@@ -663,3 +678,102 @@ def test_train_model_takes_adamw_steps_down_the_answer_cross_entropy():
                 p.mul_(1 - lr * 0.01).sub_(lr / (1 - 0.9 ** t) * m / ((v / (1 - 0.999 ** t)).sqrt() + 1e-8))
     err = max(float((p.detach() - q.detach()).abs().max()) for p, q in zip(model.parameters(), params))
     assert err < 1e-6  # a step is about 6e-5 to 1.8e-4 per weight; a wrong sign or target moves it by that much
+
+
+# ---- issue 43: the bucketed objective, the noise floor, the cut-off reading, the objective check --------
+
+
+def test_bucketed_answer_ce_equals_the_full_batch_objective():
+    """Cutting each task's rows to their length changes no logit of a kept position: the bucketed loss is the
+    mean answer-token cross-entropy of the full batch (train_lm's objective), and so is its gradient."""
+    import torch
+
+    from replib.models.causal_lm import tiny_gpt
+
+    model = tiny_gpt(len(toy.TOKENS), n_layer=1, n_embd=16, n_head=2, n_positions=toy.MAX_LEN + 1, seed=1)
+    ids, mask = toy.training_batch(24, np.random.default_rng(2))
+    assert len(set(ids[:, 0])) == 3  # all three tasks in the batch
+    full = _answer_ce(model, ids, mask)
+    bucketed = experiment.bucketed_answer_ce(model, torch.as_tensor(ids), torch.as_tensor(mask))
+    assert float(bucketed) == pytest.approx(float(full), rel=1e-5)
+    g_full = torch.autograd.grad(full, list(model.parameters()))
+    g_bucket = torch.autograd.grad(experiment.bucketed_answer_ce(model, torch.as_tensor(ids), torch.as_tensor(mask)),
+                                   list(model.parameters()))
+    assert max(float((a - b).abs().max()) for a, b in zip(g_full, g_bucket)) < 1e-5
+
+
+def test_train_bucketed_step_descends_the_objective():
+    """One AdamW step of train_bucketed on a fixed batch lowers that batch's answer cross-entropy."""
+    import torch
+
+    from replib.models.causal_lm import tiny_gpt
+
+    model = tiny_gpt(len(toy.TOKENS), n_layer=1, n_embd=16, n_head=2, n_positions=toy.MAX_LEN + 1, seed=5)
+    ids, mask = toy.training_batch(32, np.random.default_rng(5))
+    before = float(_answer_ce(model, ids, mask))
+    losses = experiment.train_bucketed(model, lambda rng: (ids, mask), steps=1, lr=1e-2, warmup=1)
+    assert losses[0] == pytest.approx(before, rel=1e-5)
+    with torch.no_grad():
+        assert float(_answer_ce(model, ids, mask)) < before - 1e-3
+
+
+def test_answer_entropy_matches_enumeration():
+    from math import lgamma
+
+    # sets: H = -sum_S P(S) log(P(S) / |S|!) over all 2^10 noisy sets
+    truth = np.arange(method.N_ITEMS) < 4
+    space = method.latent_space("sets")
+    flips = (space != truth[None, :]).sum(1)
+    p = toy.RHO ** flips * (1 - toy.RHO) ** (method.N_ITEMS - flips)
+    sizes = space.sum(1)
+    want = -sum(pi * (np.log(pi) - lgamma(k + 1)) for pi, k in zip(p, sizes))
+    assert toy.answer_entropy("sets", truth) == pytest.approx(want, rel=1e-9)
+    # ratings: centre 9 gives y = 9 (0.4), 10 (0.6); "9" / "09" split 0.4, "10" is one string
+    want = -(2 * 0.2 * np.log(0.2) + 0.6 * np.log(0.6))
+    assert toy.answer_entropy("ratings", 9) == pytest.approx(want)
+    want = -(2 * 0.2 * np.log(0.2) + 2 * 0.15 * np.log(0.15) * 2)  # centre 5: 5, 7, 8 with two spellings each
+    assert toy.answer_entropy("ratings", 5) == pytest.approx(want)
+    want = -(3 * 0.15 * np.log(0.15) + 0.3 * np.log(0.3) + 0.15 * np.log(0.15) + 0.1 * np.log(0.1))
+    assert toy.answer_entropy("labels", np.arange(4)) == pytest.approx(want)
+
+
+def test_heldout_nll_of_the_generator_is_its_entropy():
+    """The competence metric is 0 in expectation for the generator itself: the mean -log p of its answers under
+    its own string distribution (computed here for labels and ratings) equals the mean floor."""
+    rng = np.random.default_rng(0)
+    held = toy.heldout_examples("labels", 4000, rng)
+    probs = {}
+    for r in range(4000):
+        ranking, word = held["ranking"][r], int(held["ids"][r, 4])
+        cls = [c for c in range(4) if word in toy.CLASS_WORD_IDS[c]][0]
+        j = int(np.flatnonzero(ranking == cls)[0])
+        probs.setdefault(r, toy.LABEL_PROBS[j] / (3 if j == 0 else 1))
+    nll = -np.mean(np.log(list(probs.values())))
+    assert nll == pytest.approx(held["entropy"].mean(), abs=0.05)
+    assert held["target_mask"].sum(1).tolist() == [2] * 4000
+
+
+def test_parse_set_named_reads_cut_off_answers():
+    enc = toy.encode
+    cut = np.array(enc(list("ABABABABABA")))  # 11 tokens, no <eos>
+    assert toy.parse_set_lenient(cut) is None
+    assert np.flatnonzero(toy.parse_set_named(cut)).tolist() == [0, 1]
+    ended = np.array(enc(["C", "<eos>"]) + [toy.PAD] * 9)
+    assert np.array_equal(toy.parse_set_named(ended), toy.parse_set_lenient(ended))
+    assert toy.parse_set_named(np.array(enc(["A", "7", "<eos>"]))) is None
+
+
+@pytest.mark.parametrize("task", method.TASKS)
+def test_bayes_objective_never_above_the_medoid(task):
+    """The invariant check c2b: on random samples the Bayes answer's mean distance to the samples is at most
+    the medoid's (the medoid is one of the candidates of the argmin)."""
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        n = int(rng.integers(1, 8))
+        if task == "sets":
+            lat = rng.random((n, method.N_ITEMS)) < rng.random()
+        else:
+            lat = rng.integers(0, 11 if task == "ratings" else 4, size=n)
+        bayes = method.bayes_response(task, lat)[0]
+        medoid = baselines.mbr_medoid(task, lat)[0]
+        assert method.expected_distance(task, bayes, lat) <= method.expected_distance(task, medoid, lat)

@@ -35,7 +35,8 @@ tiny GPT-2 of :mod:`replib.models.causal_lm`):
 * :mod:`.exercises`: the exercise graders :func:`check_elementwise_majority`,
   :func:`check_median_bayes`.
 * :mod:`.experiment`: :data:`EXPERIMENT_PROFILES`, :func:`train_model` (the shared tiny GPT-2),
-  :func:`decode_task` (algorithm steps 1-4 and every baseline on one task), :func:`run_seed`,
+  :func:`decode_task` (algorithm steps 1-4 and every baseline on one task), :func:`competence`,
+  :func:`beam_width_losses` (the tuning sweep of the beam width), :func:`run_seed`,
   :func:`run_experiment`, the summaries :func:`decoder_losses`, :func:`uncertainty_quality`,
   :func:`sample_size_curve`, and :func:`claim_values`.
 
@@ -62,10 +63,22 @@ and the Fig. 1 caption; no official code was found):
   revision of 2026-12-02 the claims judge sets with :func:`interpret` (:func:`parse_set_lenient`:
   a repeat is read once), because a strict reading scores format slips, not decisions; the strict
   losses are still computed and shown.
-* Equal compute. Besides 5-beam search, the experiment runs beam search with N beams (as many
-  sequences per step as the N samples, so the same forward passes); the claims compare with it and
-  with greedy decoding. The Bayes answer falls back to greedy when no sample is readable (one more
-  decode, rare under the lenient reading).
+* Beam search within the method's compute (since issue 43). Beam search runs at one width per task,
+  chosen on the pilot seeds from {1, 3, 5, 10, 20} (at most as many sequences per step as the N = 20
+  samples) by the lowest mean loss, the grid and rule that also chose N for the Bayes answer; width 1
+  is greedy decoding. Before, it ran with N beams, which was a weak beam search (wide beams end
+  early on short, probable strings). The Bayes answer falls back to greedy when no sample is
+  readable (one more decode, rare under the lenient reading).
+* Competence (since issue 43). :func:`.experiment.competence` measures, on fresh held-out
+  examples, the model's mean negative log-likelihood of the answer minus the exact entropy of the
+  generator's answer (:func:`.task.answer_entropy`), an estimate of KL(generator || model) per
+  answer; the preconditions of the chapter gate the claims on it and on the q_e separation.
+* Training (:func:`.experiment.train_bucketed`) is ``causal_lm.train_lm``'s AdamW and cosine
+  schedule with the loss computed task by task on rows cut to their length
+  (:func:`.experiment.bucketed_answer_ce`, the same value as on the full batch).
+* The token cap. Sampling stops after 11 set tokens (10 items and ``<eos>``); samples cut off there
+  are dropped; the experiment also reads them for the items they name
+  (:func:`.task.parse_set_named`) to show the drop does not move q_e.
 * Unparsable samples are dropped before the decision; with none left the rules return ``(None, nan)``
   and every loss function scores ``None`` as the maximal loss (10 for sets and ratings, wrong label).
 * The perfect model of T1 (:mod:`.theory`): noisy set S (each membership flipped with prob. rho),

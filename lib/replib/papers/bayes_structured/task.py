@@ -44,6 +44,9 @@ __all__ = [
     "render",
     "parsed_latents",
     "parse_set_lenient",
+    "parse_set_named",
+    "answer_entropy",
+    "heldout_examples",
     "interpret",
     "hamming_loss",
     "expected_rating_loss",
@@ -421,3 +424,79 @@ def aurc(score, loss) -> float:
     """Area under the risk-coverage curve: the mean of its risk over coverages 1/n, .., 1 (lower is
     better)."""
     return float(np.mean(risk_coverage(score, loss)[1]))
+
+
+# --------------------------------------------------------------------------------------------
+# 5. The noise floor: the entropy of the generator's answers (competence of a trained model)
+# --------------------------------------------------------------------------------------------
+
+
+def _binomial_pmf(n: int, p: float) -> np.ndarray:
+    from math import comb
+
+    return np.array([comb(n, k) * p**k * (1 - p) ** (n - k) for k in range(n + 1)])
+
+
+@functools.lru_cache(maxsize=None)
+def _set_entropy(size: int) -> float:
+    """H of the answer string of a T1 prompt whose true set has ``size`` items: the noisy set S has
+    H(S) = 10 h(RHO) (independent flips) and, given S, each of its |S|! orders is equally likely, so
+    H = 10 h(RHO) + E[log |S|!], with |S| = Bin(size, 1 - RHO) + Bin(10 - size, RHO)."""
+    from math import lgamma
+
+    h = -(RHO * np.log(RHO) + (1 - RHO) * np.log(1 - RHO))
+    pmf = np.convolve(_binomial_pmf(size, 1 - RHO), _binomial_pmf(N_ITEMS - size, RHO))
+    return float(N_ITEMS * h + sum(p * lgamma(k + 1) for k, p in enumerate(pmf)))
+
+
+def answer_entropy(task: str, truth) -> float:
+    """The entropy (nats) of the training answer string of one prompt (:func:`noisy_answer`), the
+    lowest mean negative log-likelihood per answer a model can reach on that prompt (the noise floor).
+
+    * sets: 10 h(RHO) + E[log |S|!] (a set's orders are equally likely);
+    * ratings: H(y) + P(y < 10) log 2 (every y < 10 has two spellings, "7" and "07"; "10" one);
+    * labels: the entropy of the class-and-synonym distribution (the top class over 3 synonyms)."""
+    _check_task(task)
+    if task == "sets":
+        return _set_entropy(int(np.sum(np.asarray(truth, dtype=bool))))
+    if task == "ratings":
+        p = {}
+        for e, w in RATING_NOISE.items():
+            y = int(np.clip(int(truth) + e, 0, MAX_RATING))
+            p[y] = p.get(y, 0.0) + w
+        return float(-sum(w * np.log(w) for w in p.values())
+                     + np.log(2) * sum(w for y, w in p.items() if y < MAX_RATING))
+    probs = [LABEL_PROBS[0] / 3] * 3 + list(LABEL_PROBS[1:])
+    return float(-sum(w * np.log(w) for w in probs))
+
+
+def heldout_examples(task: str, n: int, rng: np.random.Generator) -> dict:
+    """n fresh training-style examples of one task (prompt + noisy answer, right-padded to MAX_LEN),
+    with the answer mask and each prompt's noise floor :func:`answer_entropy`: keys ``ids``,
+    ``target_mask``, ``entropy``, and the problems' own keys."""
+    problems = sample_problems(task, n, rng)
+    ids = np.full((n, MAX_LEN), PAD, dtype=np.int64)
+    mask = np.zeros((n, MAX_LEN), dtype=bool)
+    P = problems["prompt"].shape[1]
+    entropy = np.empty(n)
+    for r in range(n):
+        truth = problems[TRUTH_KEY[task]][r]
+        ans = noisy_answer(task, truth, rng)
+        ids[r, :P] = problems["prompt"][r]
+        ids[r, P:P + len(ans)] = ans
+        mask[r, P:P + len(ans)] = True
+        entropy[r] = answer_entropy(task, truth)
+    return {**problems, "ids": ids, "target_mask": mask, "entropy": entropy}
+
+
+def parse_set_named(answer_ids):
+    """The items an answer names, whether or not it ended: :func:`parse_set_lenient`, except that an
+    answer cut off at the token cap (no ``<eos>``) is read for the items among its tokens. Used only
+    to check that dropping cut-off samples does not bias q_e (the judged reading drops them)."""
+    ids = [int(t) for t in np.asarray(answer_ids, dtype=np.int64).ravel()]
+    toks = ids[: ids.index(EOS)] if EOS in ids else [t for t in ids if t != PAD]
+    if any(t not in _ITEM_OF for t in toks):
+        return None
+    S = np.zeros(N_ITEMS, dtype=bool)
+    S[[_ITEM_OF[t] for t in toks]] = True
+    return S
