@@ -115,8 +115,10 @@ plt.show()
 # interval depends on the supply, which is what a "regime" changes.*
 #
 # In the toy city of the experiment the demand regimes change within a day (off-peak, a central
-# peak, off-peak, a corner peak), and vehicles pile up where trips end. No single fixed interval is
-# best all day: that is the premise of a *regime-aware* policy (claim `pr1`).
+# peak, off-peak, a corner peak). Off-peak, trips go anywhere and the idle fleet is spread thin over
+# the city; in a peak, trips are short and local, and the hotspot's demand outruns the vehicles near
+# it. The premise of a *regime-aware* policy (claim `pr1`) is that the best amount of holding
+# differs between the regimes.
 
 # %% [markdown]
 # ## 2. Congestion feeds back on pickups
@@ -125,9 +127,11 @@ plt.show()
 # macroscopic fundamental diagram (MFD: the relation between how dense traffic is in a city and how
 # fast it moves); its form is not stated. The toy uses a Greenshields-style relation (speed falling
 # linearly with density) $v = v_f \max(0.2,\ 1 - \rho / \rho_j)$, with $\rho$ the fleet's busy
-# fraction plus a background density in peaks, $v_f = 28.8$ km/h and $\rho_j = 2$. The flow
+# fraction plus a background density in peaks, $v_f = 28.8$ km/h and $\rho_j = 1.5$. The flow
 # $q = \rho v$ peaks at $\rho = \rho_j/2$. Long pickups keep vehicles busy longer, raise $\rho$ and
-# slow every trip: the "wild-goose chase" that makes myopic matching costly.
+# slow every trip: the "wild-goose chase" that makes myopic matching costly. In the experiment's
+# peaks, where trips are short, pickups are a large share of a vehicle's busy time, so matching every
+# epoch can lock the city into this state; holding for a larger batch shortens pickups and frees it.
 
 # %%
 busy = np.linspace(0, 1, 51)
@@ -231,13 +235,17 @@ assert abs(adaptive["violation"][-1] - 0.05) < 0.01
 #
 # ## What to expect in the experiment
 #
+# - Holding must pay before any holding policy can win. The experiment checks it first (the headroom
+#   precondition `p0`): a regime-switching oracle, which reads the true regime and uses the best pair
+#   of fixed intervals (one off-peak, one in the peaks), must beat matching every epoch by the
+#   paper's 13%. In a pilot on three seeds it gained about 21% over matching every epoch, but only
+#   about 1% over the best single fixed interval: switching between fixed rules by regime leaves
+#   little room, so any larger gain has to come from decisions that depend on the state zone by zone.
 # - The base models (PPO with an MLP, a multilayer perceptron, or a dense Transformer) should learn to
-#   match at least as well as the best fixed release interval (the precondition), and a regime-aware
-#   policy could do better by holding only in the regimes where it pays. In the toy, the gain a
-#   perfect regime switch could make over the best fixed interval is a few percent, far from the
-#   paper's 13%.
-# - Experts can only specialise if the router sees the regime in the pooled state; with a handful
-#   of regimes and a small model, specialisation and its value are open questions.
+#   match at least as well as the best fixed release interval (the competence preconditions).
+# - Experts can only specialise if the router sees the regime in the pooled state. The state has no
+#   clock, so the router must read the regime from demand, supply and traffic; with a handful of
+#   regimes and a small model, specialisation and its value are open questions.
 # - The adaptive multiplier should keep abandonments near 5%; a pickup-heavy fixed weighting should
 #   let requests abandon.
 #

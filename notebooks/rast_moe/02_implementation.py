@@ -73,14 +73,18 @@ demo_iterations = {"smoke": 1, "book": 3, "paper": 3}[profile]
 # %% [markdown]
 # ## 1. The city
 #
-# $4 \times 4$ zones of 1 km, 40 vehicles, a day of 48 epochs of 60 s in four regimes: off-peak,
-# a central peak, off-peak, a corner peak. A request abandons after 600 s (the service violation).
+# $4 \times 4$ zones of 1 km, 40 vehicles, a day of 96 epochs of 30 s (the paper's epoch length) in
+# four regimes: off-peak, a central peak, off-peak, a corner peak. Off-peak, trips go anywhere in the
+# city; in a peak they end within 1 km of their origin, so the fleet stays near the hotspot. A request
+# abandons after 600 s (the service violation). The state has no clock: its global features are the
+# busy fraction, all waiting requests, all of this epoch's arrivals and the speed factor, so a policy
+# can only tell the regime from what the regime does to demand, supply and traffic.
 # The simulator draws its requests as it goes (a few milliseconds per day), so there is no data set
 # to cache.
 
 # %%
 city = task.CityConfig()
-print(city, "\nregimes of the day:", " ".join(r[:6] for r in task.day_schedule(city)[::6]))
+print(city, "\nregimes of the day:", " ".join(r[:6] for r in task.day_schedule(city)[::12]))
 env = task.RideHailingEnv(city)
 zone_feats, global_feats = env.reset(np.random.default_rng(0))
 print("zone features (first 3 zones):\n", zone_feats[:3].round(2), "\nglobal features:", global_feats.round(2))
@@ -104,7 +108,7 @@ r, v, d = task.match_released(np.array([[0.0, 0.0]]), np.array([[3.0, 0.0]]))  #
 assert len(r) == 0
 
 # %% [markdown]
-# One epoch: release zone by zone, match, hold the rest (each held request adds $\Delta = 60$ s of
+# One epoch: release zone by zone, match, hold the rest (each held request adds $\Delta = 30$ s of
 # matching delay), drop the requests that reach the patience, move on. Holding every zone matches
 # nobody; releasing every zone matches as many as the idle vehicles in range allow.
 
@@ -122,10 +126,10 @@ assert np.isclose(info.pickup_z.sum(), info.pickup.sum())
 # **Congestion** (our stand-in for the paper's travel-time table, which is consistent with a
 # macroscopic fundamental diagram, MFD, the relation between traffic density and speed; its form is
 # not stated): $v/v_f = \max(0.2, 1 - \rho/\rho_j)$, with $\rho$ the busy fraction of the fleet plus a
-# background density in peaks.
+# background density of 0.1 in peaks, and jam density $\rho_j = 1.5$.
 
 # %%
-assert task.speed_factor(0.0, "offpeak") == 1.0 and np.isclose(task.speed_factor(0.9, "peak_center"), 0.5)
+assert task.speed_factor(0.0, "offpeak") == 1.0 and np.isclose(task.speed_factor(0.65, "peak_center"), 0.5)
 assert task.speed_factor(5.0, "offpeak") == 0.2
 
 # %% [markdown]
@@ -214,10 +218,12 @@ assert isinstance(experiment.make_agent("mlp", cfg, 0, city.zones), baselines.ML
 # %% [markdown]
 # ## 6. The adaptive reward, Eqs. (5) and (6)
 #
-# $r_t = -(w_m \Delta N^{held}_t + w_p \sum \text{pickup}) / c_0 - \lambda\, n^{abandoned}_t$, per zone
-# (our credit split: each zone's decision is credited with its own requests' costs; the city's
-# reward is the sum), and after each PPO iteration
-# $\lambda \leftarrow [\lambda + \eta(\bar v - 0.05)]_+$.
+# $r_t = -(w_m \Delta N^{held}_t + w_p \sum \text{pickup}) / c_0 - \lambda\, n^{abandoned}_t$ over the
+# whole city, and after each PPO iteration $\lambda \leftarrow [\lambda + \eta(\bar v - 0.05)]_+$.
+# Every zone's decision is credited with the city's reward (`experiment.reward_of`): a zone that
+# releases and takes a vehicle its neighbour needed pays for the neighbour's longer pickup or
+# abandonment, an externality that crediting each zone with only its own requests' costs leaves
+# uncharged (and that pushed the previous version of this chapter towards releasing everywhere).
 
 # %%
 core.show_source(method.shaped_reward)
@@ -227,6 +233,11 @@ core.show_source(method.update_lambda)
 r = method.shaped_reward(np.array([120.0, 0.0]), np.array([300.0, 60.0]), np.array([0, 2]), lam=1.5, c0=600.0)
 assert np.allclose(r, [-(120 + 300) / 600, -60 / 600 - 3.0])
 assert np.isclose(method.update_lambda(1.0, 0.10, eta=10.0), 1.5) and method.update_lambda(0.2, 0.0, eta=10.0) == 0.0
+env.reset(np.random.default_rng(2))
+info = env.step(np.ones(city.zones, dtype=int))
+city_reward = experiment.reward_of(info, 1.0, 1.0, 1.5)
+print("training reward of one epoch, every zone:", city_reward.round(3))
+assert np.allclose(city_reward, method.shaped_reward(info.held * task.DT, info.pickup.sum(), info.abandoned, lam=1.5))
 
 # %% [markdown]
 # ## 7. PPO, Eq. (7)
@@ -296,7 +307,7 @@ exercises.check_load_balancing_loss(load_balancing_loss)
 #
 # ## Summary
 #
-# The toy city releases or holds each zone every minute and matches released zones with one
+# The toy city releases or holds each zone every 30 s and matches released zones with one
 # Hungarian assignment; congestion slows everyone as the fleet gets busy. The method is PPO on a
 # factorised Bernoulli policy whose encoder ends in a sparse MoE routed once per state, with a
 # load-balancing loss, and a reward whose abandonment penalty follows a dual-ascent multiplier. The

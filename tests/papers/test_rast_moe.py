@@ -33,7 +33,7 @@ def test_match_released_is_the_min_distance_assignment_within_the_radius():
 
 def test_speed_factor_and_schedule():
     assert task.speed_factor(0.0, "offpeak") == 1.0
-    assert np.isclose(task.speed_factor(0.5, "peak_corner"), 1 - 0.6 / 2)
+    assert np.isclose(task.speed_factor(0.5, "peak_corner"), 1 - 0.6 / task.RHO_JAM) and task.RHO_JAM == 1.5
     assert task.speed_factor(10.0, "offpeak") == 0.2
     cfg = task.CityConfig(epochs=8)
     assert task.day_schedule(cfg) == ["offpeak"] * 2 + ["peak_center"] * 2 + ["offpeak"] * 2 + ["peak_corner"] * 2
@@ -65,15 +65,61 @@ def test_holding_everything_makes_every_request_abandon():
     env = task.RideHailingEnv(cfg)
     infos = task.run_episode(env, lambda env, obs: np.zeros(cfg.zones, dtype=int), np.random.default_rng(0))
     m = task.episode_metrics(infos)
-    # a request of epoch a is held at decisions a, ..., a + 9 and leaves at a + 9 <= 23
-    arrived_early = sum(i.arrived for i in infos[: 24 - 9])
+    # patience 600 s = 20 epochs of 30 s: a request of epoch a is held at decisions a, ..., a + 19 and
+    # leaves at a + 19 <= 23
+    assert task.PATIENCE / task.DT == 20
+    arrived_early = sum(i.arrived for i in infos[: 24 - 19])
     assert m["matched"] == 0 and sum(i.abandoned for i in infos) == arrived_early
 
 
 def test_evaluation_reward_by_hand():
     info = task.StepInfo(held=3, pickup=np.array([120.0, 60.0]), match_delay=np.zeros(2), abandoned=1, arrived=4,
                          regime="offpeak", held_z=np.zeros(16), pickup_z=np.zeros(16), abandoned_z=np.zeros(16))
-    assert np.isclose(task.evaluation_reward(info), -(3 * 60 + 180 + 600) / 600)
+    assert np.isclose(task.evaluation_reward(info), -(3 * task.DT + 180 + 600) / 600)
+
+
+def test_city_wide_reward_charges_every_zone_the_whole_city():
+    """The training reward of every zone is Eq. (5) on the city's totals: a zone with no requests of
+    its own still pays for the pickups and abandonments elsewhere (the externality)."""
+    held_z, pickup_z, abandoned_z = np.zeros(16), np.zeros(16), np.zeros(16)
+    held_z[0], pickup_z[1], abandoned_z[2] = 3, 240.0, 1
+    info = task.StepInfo(held=3, pickup=np.array([240.0]), match_delay=np.zeros(1), abandoned=1, arrived=2,
+                         regime="offpeak", held_z=held_z, pickup_z=pickup_z, abandoned_z=abandoned_z)
+    r = experiment.reward_of(info, 1.0, 1.0, 2.0)
+    assert r.shape == (16,) and np.allclose(r, -(3 * task.DT + 240.0) / task.C0 - 2.0)
+    fixed = experiment.reward_of(info, 2 / 9, 16 / 9, 0.0)
+    assert np.allclose(fixed, -(2 / 9 * 3 * task.DT + 16 / 9 * 240.0) / task.C0)
+
+
+def test_state_has_no_clock_and_peak_trips_stay_local():
+    """The global features are the same at two times of day when the city is in the same state (no
+    clock); in a peak every destination lies within peak_trip_km of its origin."""
+    cfg = task.CityConfig()
+    env = task.RideHailingEnv(cfg)
+    env.reset(np.random.default_rng(0))
+    _, early = env.observe()
+    env.t = 37  # same vehicles, requests and speed, another time of day
+    _, late = env.observe()
+    assert np.allclose(early, late)
+    env.reset(np.random.default_rng(1))
+    env.t = cfg.epochs // 4  # the central peak
+    env.req_xy = np.zeros((0, 2)); env.req_dest = np.zeros((0, 2))  # noqa: E702
+    env.req_zone = np.zeros(0, dtype=int); env.req_wait = np.zeros(0)  # noqa: E702
+    env._arrive()
+    assert env.regime == "peak_center" and len(env.req_xy) > 0
+    assert np.all(np.abs(env.req_dest - env.req_xy) <= cfg.peak_trip_km + 1e-12)
+
+
+def test_regime_switching_policy_reads_the_regime():
+    env = task.RideHailingEnv(task.CityConfig())
+    obs = env.reset(np.random.default_rng(0))
+    policy = task.regime_switching_policy(1, 4)
+    env.t = 2  # off-peak: every epoch
+    assert policy(env, obs).all()
+    env.t = env.cfg.epochs // 4 + 1  # central peak, t % 4 == 1: hold
+    assert not policy(env, obs).any()
+    env.t = env.cfg.epochs // 4 + 3  # t % 4 == 3: release
+    assert policy(env, obs).all()
 
 
 def test_fixed_interval_and_threshold_policies():
@@ -240,10 +286,12 @@ def _hand_results():
     rows = []
     for seed, shift in ((0, 0.0), (1, 10.0)):
         seen = {"interval_1": -100.0, "interval_2": -95.0 - shift, "interval_3": -98.0, "interval_4": -105.0,
-                "interval_6": -120.0, "threshold": -110.0}
+                "interval_6": -120.0, "interval_8": -125.0, "threshold": -110.0}
         for name, reward in seen.items():
             rows.append(_row(seed, name, "seen", reward))
             rows.append(_row(seed, name, "unseen", reward - 50))
+        # the oracle reads the regime label: never the strongest baseline, even when it is the best arm
+        rows.append(dict(_row(seed, "oracle", "seen", -85.0 - 5 * seed), pair=("oracle_1_3", "oracle_3_8")[seed]))
         rows.append(_row(seed, "mlp", "seen", -94.0, md=50.0, pd_=190.0))           # strongest when seed 0
         rows.append(_row(seed, "transformer", "seen", -96.0 + shift * 2, md=40.0, pd_=210.0))  # strongest seed 1
         rows.append(_row(seed, "moe", "seen", -90.0, md=45.0, pd_=180.0, ab=0.06 + 0.03 * seed))
@@ -259,7 +307,7 @@ def _hand_results():
                         dict(seed=seed, policy=f"interval_{h}", regime="peak_corner", reward=corner)]
     routing = pd.DataFrame({"seed": [0] * 4 + [1] * 4,
                             "regime": ["offpeak", "offpeak", "peak_center", "peak_center"] * 2,
-                            "top1": [0, 0, 1, 1, 2, 2, 2, 2]})
+                            "top1": [0, 0, 1, 1, 2, 2, 2, 2], "top1_initial": [3, 3, 3, 3, 0, 0, 1, 1]})
     masks = pd.DataFrame([dict(seed=0, masked="most", reward=-99.0), dict(seed=0, masked="least", reward=-90.0),
                           dict(seed=1, masked="most", reward=-91.8), dict(seed=1, masked="least", reward=-89.1)])
     return {"evals": pd.DataFrame(rows), "regimes": pd.DataFrame(regimes), "routing": routing, "masks": masks}
@@ -272,11 +320,18 @@ def test_claim_values_on_hand_made_results():
     assert set(values) == {0, 1}
     assert set(values[0]) == {c["id"] for c in claims}
     v0, v1 = values[0], values[1]
-    # premise: best offpeak interval 1, best corner interval 3 (seed 0) / 2 (seed 1: -33 at h=3 ... wins)
-    assert v0["pr1_regime_dependent_optimum"] == 2.0 and v1["pr1_regime_dependent_optimum"] == 2.0
+    # premise: the oracle's pair, peak interval minus off-peak interval (3 - 1; 8 - 3)
+    assert v0["pr1_regime_dependent_optimum"] == 2.0 and v1["pr1_regime_dependent_optimum"] == 5.0
+    # headroom: oracle (-85, -90) over interval_1 (-100)
+    assert np.isclose(v0["p0_headroom_holding"], 0.15) and np.isclose(v1["p0_headroom_holding"], 0.10)
     # best fixed: seed 0 interval_2 at -95; seed 1 interval_3 at -98 (interval_2 is -105)
-    assert np.isclose(v0["p1_ppo_learns"], (-94 + 95) / 95) and np.isclose(v1["p1_ppo_learns"], (-94 + 98) / 98)
-    assert v0["c1_learned_holding"] == v0["p1_ppo_learns"]
+    assert np.isclose(v0["m1_oracle_over_best_fixed"], 10 / 95) and np.isclose(v1["m1_oracle_over_best_fixed"], 8 / 98)
+    # p1: the better of MLP (-94) and Transformer (-96; seed 1: -76); p2: the worst of the three learners
+    assert np.isclose(v0["p1_some_agent_beats_fixed"], 1 / 95) and np.isclose(v1["p1_some_agent_beats_fixed"], 22 / 98)
+    assert np.isclose(v0["p2_every_agent_learns"], -1 / 95) and np.isclose(v1["p2_every_agent_learns"], 4 / 98)
+    assert np.isclose(v0["c1_learned_holding"], 1 / 95) and np.isclose(v1["c1_learned_holding"], 4 / 98)
+    # the untrained router's control: seed 0 sends everything to expert 3 (NMI 0), seed 1 splits (NMI 1)
+    assert np.isclose(v0["m2_untrained_router_nmi"], 0.0) and np.isclose(v1["m2_untrained_router_nmi"], 1.0)
     # strongest baseline: seed 0 the MLP (-94), seed 1 the Transformer (-76)
     assert np.isclose(v0["h1_reward_vs_strongest"], (-90 + 94) / 94)
     assert np.isclose(v1["h1_reward_vs_strongest"], (-90 + 76) / 76)

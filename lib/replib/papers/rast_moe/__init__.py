@@ -39,14 +39,17 @@ Modules:
 
 Fidelity notes (what differs from the paper, or is not known):
 
-* No real data: a synthetic 4 x 4 km grid, 40 vehicles, days of 48 one-minute epochs in four
-  regimes (off-peak, central peak, off-peak, corner peak) instead of San Francisco's 2019 TNC traces.
-  The unseen regime scales demand by 1.3 and puts both peaks on the bottom edge.
-* Congestion from the instantaneous busy fraction (Greenshields-style, v_f = 28.8 km/h, rho_j = 2)
-  instead of an hourly MFD-consistent OD table.
-* Credit (ours): each zone's decision is credited with its own requests' costs (per-zone rewards,
-  values and advantages that sum to the city's reward), and only zones with waiting requests enter
-  the policy loss; with one city-wide reward the base models did not learn within the budget.
+* No real data: a synthetic 4 x 4 km grid, 40 vehicles, days of 96 epochs of 30 s in four regimes
+  (off-peak, central peak, off-peak, corner peak) instead of San Francisco's 2019 TNC traces; peak
+  trips end within 1 km of their origin. The unseen regime scales demand by 1.3 and puts both peaks
+  on the bottom edge. The state has no clock feature.
+* Congestion from the instantaneous busy fraction (Greenshields-style, v_f = 28.8 km/h,
+  rho_j = 1.5) instead of an hourly MFD-consistent OD table.
+* Credit (ours): every zone's decision is credited with the city-wide reward (so a zone that takes
+  its neighbours' vehicles pays for it), and only zones with waiting requests enter the policy loss.
+* Evaluation (ours): learned policies are evaluated with sampled actions, as trained; a
+  regime-switching oracle (the best pair of fixed intervals, off-peak and peak, reading the regime
+  label) is the headroom arm.
 * Reward (proposed/ours): r = -(w_m DT N_held + w_p pickup) / 600 s - lambda n_abandoned per zone;
   lambda starts at 1 and moves by eta = 10 times (violation rate - 0.05) after each PPO iteration;
   the evaluation reward charges 600 s per abandoned request. None of this is stated in the paper.

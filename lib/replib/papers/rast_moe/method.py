@@ -192,8 +192,8 @@ def shaped_reward(held_seconds, pickup_seconds, abandoned, w_match: float = 1.0,
     """Eq. (5): r_t = -(w_m held_seconds + w_p pickup_seconds) / c0 - lambda n_abandoned_t, with
     held_seconds = DT x (requests held this epoch), the increment of matching delay. The fixed-ratio
     variants set lambda = 0 and w_m : w_p to the ratio; the adaptive variant w_m = w_p = 1 and lambda
-    from :func:`update_lambda`. Works elementwise: given per-zone arrays it returns the per-zone
-    rewards, whose sum is the city's r_t (the chapter trains on the per-zone split, ours)."""
+    from :func:`update_lambda`. Works elementwise on arrays. The chapter computes it on the city's
+    totals and credits every zone's decision with it (``experiment.reward_of``)."""
     return -(w_match * held_seconds + w_pickup * pickup_seconds) / c0 - lam * abandoned
 
 
@@ -223,8 +223,9 @@ def gae(rewards: np.ndarray, values: np.ndarray, gamma: float = 0.99, lam: float
 
 def ppo_loss(policy, batch: dict, clip_eps: float = 0.2, value_coef: float = 0.5, entropy_coef: float = 0.01,
              balance_coef: float = 0.01):
-    """The PPO loss of a minibatch, zone by zone (ours: the credit of each zone's decision is that
-    zone's own reward, see :func:`shaped_reward`): the clipped surrogate on each live zone's term of
+    """The PPO loss of a minibatch, zone by zone (each zone's decision with its own advantage, from
+    the training reward given to that zone; the chapter gives every zone the city's reward): the
+    clipped surrogate on each live zone's term of
     Eq. (1) with that zone's advantage (``replib.rl.clipped_surrogate``, weighted by the live mask) +
     value_coef x MSE(zone values, zone returns) - entropy_coef x entropy + balance_coef x L_bal
     (Eq. 4, MoE only). Returns (loss, parts)."""

@@ -7,14 +7,17 @@ could not be read). Units: distances in km, times in seconds, one decision epoch
 * City: ``SIDE x SIDE`` zones of 1 km (Z = 16 at the default side 4), zone z at row z // SIDE,
   column z % SIDE.
 * Regimes (:data:`REGIMES`): ``offpeak`` (uniform demand, uniform destinations) and three peaks in
-  which requests originate mostly in a hotspot block of zones: ``peak_center`` (the four central
+  which requests originate mostly in a hotspot block of zones and end within ``peak_trip_km`` of
+  their origin: ``peak_center`` (the four central
   zones), ``peak_corner`` (the top-left 2 x 2 block), and ``peak_edge`` (the bottom row, never seen
   in training: the unseen regime). A day (:func:`day_schedule`) runs offpeak, peak_center, offpeak,
   peak_corner in four equal segments; the unseen day replaces both peaks by ``peak_edge`` and scales
   all demand by 1.3 (our form of the abstracts' unseen regimes; the chapter's claim c2).
 * Congestion (our analogue of the paper's MFD; its form is not stated): speed
   v = V_FREE max(0.2, 1 - rho / RHO_JAM) with rho the fleet's busy fraction plus a background density
-  (0.1 in peaks, 0 off-peak); travel time = Manhattan distance / v.
+  (0.1 in peaks, 0 off-peak); travel time = Manhattan distance / v. With short peak trips, pickups
+  are a large share of a vehicle's busy time, so matching every epoch (long pickups) can lock a peak
+  into a slow, "wild-goose chase" state that holding for larger batches relieves.
 * Matching (paper, step 2; algorithm and radius not stated, our choice): the waiting
   requests of the released zones and all idle vehicles within ``RADIUS`` km (Manhattan) are matched
   by one minimum-total-pickup-distance assignment (``scipy.optimize.linear_sum_assignment``).
@@ -26,7 +29,8 @@ could not be read). Units: distances in km, times in seconds, one decision epoch
 Contents: :data:`REGIMES`, :func:`day_schedule`, :class:`CityConfig`, :class:`RideHailingEnv`
 (``reset``, ``step``, ``observe``), :func:`match_released` (step 2), :func:`speed_factor`,
 :func:`evaluation_reward`, :func:`episode_metrics`, :func:`run_episode`, the heuristic policies
-:func:`fixed_interval_policy` and :func:`threshold_policy`.
+:func:`fixed_interval_policy` and :func:`threshold_policy`, and the oracle's rule
+:func:`regime_switching_policy`.
 """
 
 from __future__ import annotations
@@ -40,14 +44,14 @@ __all__ = [
     "DT", "PATIENCE", "RADIUS", "V_FREE", "RHO_JAM", "C0", "REGIMES", "REGIME_IDS", "N_ZONE_FEATURES",
     "N_GLOBAL_FEATURES", "CityConfig", "StepInfo", "day_schedule", "speed_factor", "match_released",
     "RideHailingEnv", "evaluation_reward", "episode_metrics", "run_episode", "fixed_interval_policy",
-    "threshold_policy",
+    "threshold_policy", "regime_switching_policy",
 ]
 
-DT = 60.0  # seconds per decision epoch
+DT = 30.0  # seconds per decision epoch (the paper's 30 s epoch)
 PATIENCE = 600.0  # a request abandons after waiting this long (service violation)
 RADIUS = 2.5  # km, Manhattan: the matching radius
 V_FREE = 8.0 / 1000.0  # km per second (28.8 km/h)
-RHO_JAM = 2.0  # jam density of the speed relation
+RHO_JAM = 1.5  # jam density of the speed relation
 C0 = 600.0  # seconds per unit of cost in every reward (one patience)
 REGIMES = ("offpeak", "peak_center", "peak_corner", "peak_edge")
 REGIME_IDS = {name: i for i, name in enumerate(REGIMES)}
@@ -63,10 +67,11 @@ class CityConfig:
 
     side: int = 4
     n_vehicles: int = 40
-    epochs: int = 48
+    epochs: int = 96
     offpeak_rate: float = 0.12
-    hot_rate: float = 0.9
-    cold_rate: float = 0.15
+    hot_rate: float = 1.5
+    cold_rate: float = 0.1
+    peak_trip_km: float = 1.0
     demand_scale: float = 1.0
     unseen: bool = False
 
@@ -178,13 +183,17 @@ class RideHailingEnv:
 
     def _arrive(self) -> None:
         """Poisson arrivals of the current epoch's regime, uniform positions inside their zone;
-        destinations uniform over the city."""
+        destinations uniform over the city off-peak, within ``peak_trip_km`` of the origin in a peak."""
         cfg, rng = self.cfg, self.rng
         counts = rng.poisson(self._rates(self.regime))
         zones = np.repeat(np.arange(cfg.zones), counts)
         corner = np.stack(np.divmod(zones, cfg.side), axis=1)[:, ::-1].astype(float)  # (x = col, y = row)
         xy = corner + rng.uniform(0, 1, size=(len(zones), 2))
-        dest = rng.uniform(0, cfg.side, size=(len(zones), 2))
+        if self.regime == "offpeak":
+            dest = rng.uniform(0, cfg.side, size=(len(zones), 2))
+        else:
+            step = rng.uniform(-cfg.peak_trip_km, cfg.peak_trip_km, size=(len(zones), 2))
+            dest = np.clip(xy + step, 0, cfg.side)
         self.req_xy = np.concatenate([self.req_xy, xy])
         self.req_dest = np.concatenate([self.req_dest, dest])
         self.req_zone = np.concatenate([self.req_zone, zones])
@@ -236,7 +245,9 @@ class RideHailingEnv:
         """State features (our choice; the paper's list is not stated). Per zone: waiting requests / 5,
         oldest wait / PATIENCE, idle vehicles in the zone / 5, idle vehicles within RADIUS of the zone
         centre / 20, this epoch's arrivals / 5, speed factor, zone column and row / side. Global:
-        sin and cos of the time of day (the episode), busy fraction, all waiting / 20."""
+        busy fraction, all waiting / 20, all of this epoch's arrivals / 20, speed factor. No clock
+        feature: the regime (a fixed function of the time of day) can only be read from the demand,
+        supply and congestion it causes, so a router cannot specialise by reading the clock."""
         cfg = self.cfg
         z = cfg.zones
         waiting = np.bincount(self.req_zone, minlength=z).astype(float)
@@ -251,8 +262,7 @@ class RideHailingEnv:
         near = (np.abs(centres[:, None, :] - vxy[None, :, :]).sum(-1) <= RADIUS).sum(1).astype(float)
         zone_feats = np.stack([waiting / 5, oldest / PATIENCE, idle_in / 5, near / 20, self.last_arrivals / 5,
                                np.full(z, self.speed), cols / cfg.side, rows / cfg.side], axis=1)
-        phase = 2 * np.pi * self.t / cfg.epochs
-        global_feats = np.array([np.sin(phase), np.cos(phase), 1.0 - idle.mean(), waiting.sum() / 20])
+        global_feats = np.array([1.0 - idle.mean(), waiting.sum() / 20, self.last_arrivals.sum() / 20, self.speed])
         return zone_feats.astype(np.float32), global_feats.astype(np.float32)
 
 
@@ -293,6 +303,16 @@ def fixed_interval_policy(interval: int):
     """Heuristic baseline: release every zone every ``interval`` epochs (1 = match every epoch)."""
     def policy(env, obs):
         return np.full(env.cfg.zones, int(env.t % interval == interval - 1))
+    return policy
+
+
+def regime_switching_policy(offpeak_interval: int, peak_interval: int):
+    """The regime-switching oracle's rule (ours): release every zone every ``offpeak_interval``
+    epochs off-peak and every ``peak_interval`` epochs in a peak; it reads the true regime label,
+    which no learned policy sees."""
+    def policy(env, obs):
+        h = offpeak_interval if env.regime == "offpeak" else peak_interval
+        return np.full(env.cfg.zones, int(env.t % h == h - 1))
     return policy
 
 
