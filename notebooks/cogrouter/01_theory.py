@@ -194,8 +194,16 @@ credit.pivot_table(index=["method", "step"], columns="level", values="grad").rou
 #   should route depth to the hard steps and spend far fewer tokens than an agent that always plans.
 # - Against GRPO from the same start, CoPO's softer level targets may cost success: its fixed point
 #   cannot make level 4 certain at hard steps.
-# - Both could come from CoSFT alone, whose level labels already route depth; the experiment keeps
-#   the CoSFT policy as the control that tells whether the RL stage adds anything.
+# - A second, plainer effect of the expansion: a successful step enters the batch four times, with
+#   weights of mean 1, while a failed step enters once. In a loss averaged over samples the failed
+#   episodes' negative advantages then weigh less against the successes than in GRPO. The experiment
+#   tests this and the soft target separately, with two controls that each change one factor: the
+#   four variants weighted $w_l / 4$ (one sample's worth, the same target), and the level head trained
+#   on the sampled level only (no soft target, the weighted action variants kept).
+# - Both the routing and the efficiency could come from CoSFT alone, whose level labels already
+#   route depth; the experiment takes the CoSFT policy as the null of every headline (the RL stage
+#   must add something to it), and measures the room above it with an oracle router that picks the
+#   minimal sufficient level at every stage.
 # - The toy's "thoughts" are noisy feature modules, not written reasoning: it tests the credit rule,
 #   not an LLM's ability to think at a level.
 #

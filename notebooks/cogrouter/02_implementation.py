@@ -203,8 +203,8 @@ plain = method.build_batch(policy, roll, cfg.group_size, expand=False)
 assert len(batch["advantages"]) == len(plain["advantages"]) + 3 * batch["n_expanded"]
 reference = task.make_policy(seed=0)
 reference.load_state_dict(policy.state_dict())
-optimiser = torch.optim.Adam(policy.parameters(), lr=cfg.rl_lr)
-parts = method.policy_update(policy, reference, optimiser, batch, kl_coef=cfg.kl_coef)
+optimiser = torch.optim.Adam(policy.parameters(), lr=cfg.copo_lr)
+parts = method.policy_update(policy, reference, optimiser, batch, kl_coef=cfg.copo_kl)
 assert abs(parts["kl"]) < 1e-6  # the policy equals its reference before the update
 print(f"expanded steps {batch['n_expanded']}, batch size {len(batch['advantages'])}; loss parts",
       {key: round(value, 4) for key, value in parts.items()})
@@ -212,6 +212,25 @@ print(f"expanded steps {batch['n_expanded']}, batch size {len(batch['advantages'
 # %% [markdown]
 # GRPO, the baseline that isolates the reweighting, is the same iteration with `expand=False`.
 #
+# **Two controls of ours, one factor each.** The experiment asks why CoPO loses to GRPO with two
+# variants of the batch. With `variant_scale=0.25` the four variants of an expanded step carry
+# $w_l A_\tau / 4$, one sample's worth of advantage together ($\sum_l w_l / 4 = 1$): the step is no
+# longer counted four times against the failed episodes' samples in the mean loss, while the level
+# target $w / \sum w$ stays. With `expand_levels=False` the four variants train the action head only
+# (their level token is masked out of the response), and one extra sample trains the level head on the
+# level that was sampled, with $A_\tau$, as GRPO does: the soft level target is gone, the weighted
+# action variants stay.
+
+# %%
+quarter = method.build_batch(policy, roll, cfg.group_size, expand=True, variant_scale=0.25)
+sampled = method.build_batch(policy, roll, cfg.group_size, expand=True, expand_levels=False)
+n = batch["n_expanded"]
+assert len(sampled["advantages"]) == len(quarter["advantages"]) + n
+assert int(sampled["level_mask"].sum()) == len(plain["advantages"])  # the level head sees GRPO's samples
+print(f"expanded steps {n}: the paper's batch {len(quarter['advantages'])} samples; "
+      f"sampled-level control {len(sampled['advantages'])} samples, {int(sampled['level_mask'].sum())} with a level token")
+
+# %% [markdown]
 # ## Exercises
 #
 # **Exercise 1.** Write CoPO's weights: `copo_weights(c)` takes an `(n, 4)` array of action

@@ -234,6 +234,79 @@ def test_build_batch_replaces_expanded_steps_by_weighted_variants():
     assert conf[0, 2] == pytest.approx(float(direct), rel=1e-5)
 
 
+def test_build_batch_controls_change_one_factor_each():
+    """c6's control quarters the variants' advantages (the step's total is one sample's worth), c5's
+    keeps the four variants for the action head only and adds the sampled level, with A_tau, for the
+    level head; the paper's batch has both masks 1."""
+    rng = np.random.default_rng(0)
+    policy = task.make_policy(seed=1)
+    m = 5
+    roll = {"episode": np.array([0, 0, 1, 2, 3]), "obs": rng.random((m, 11)).astype(np.float32),
+            "views": rng.standard_normal((m, 4, 19)).astype(np.float32), "level": np.array([1, 3, 0, 2, 1]),
+            "action": np.array([0, 1, 2, 3, 0]), "type": np.array([0, 2, 1, 0, 0]),
+            "returns": np.array([1.0, 0.0, 1.0, 1.0]), "length": np.array([2, 1, 1, 1])}
+    paper = method.build_batch(policy, roll, G=2)
+    assert torch.equal(paper["level_mask"], torch.ones(11)) and torch.equal(paper["action_mask"], torch.ones(11))
+    quarter = method.build_batch(policy, roll, G=2, variant_scale=0.25)
+    assert torch.allclose(quarter["advantages"][3:], paper["advantages"][3:] / 4)
+    assert torch.equal(quarter["advantages"][:3], paper["advantages"][:3])
+    assert torch.allclose(quarter["advantages"][3:].reshape(2, 4).sum(1),
+                          torch.tensor(method.pooled_group_advantages([[1.0, 0.0]], [[2, 1]])[0, 0]).float())
+    sampled = method.build_batch(policy, roll, G=2, expand_levels=False)
+    assert len(sampled["advantages"]) == 11 + 2
+    assert sampled["level_mask"].tolist() == [1.0] * 3 + [0.0] * 8 + [1.0] * 2
+    assert sampled["action_mask"].tolist() == [1.0] * 11 + [0.0] * 2
+    assert torch.equal(sampled["advantages"][:11], paper["advantages"])
+    assert sampled["levels"][11:].tolist() == [1, 3]  # the sampled levels of the two expanded steps
+    adv0 = method.pooled_group_advantages([[1.0, 0.0]], [[2, 1]])[0, 0]
+    assert np.allclose(sampled["advantages"][11:].numpy(), adv0)
+
+
+def test_masked_update_is_one_sgd_step_on_the_masked_objective():
+    """policy_update with masks: log pi = m_l log pi(l | s) + m_a log pi(a | view, l); one SGD step
+    moves every parameter by -lr x grad of the hand-written masked surrogate + beta k3 - c_H entropy,
+    and a sample with m_l = 0 sends no gradient to the level head (a dropped mask or a detached
+    term fails)."""
+    policy = task.make_policy(seed=5)
+    reference = _perturbed(policy, 1)
+    batch = _random_batch(3)
+    batch["level_mask"] = torch.tensor([1.0, 0, 1, 0, 1, 1, 0, 1])
+    batch["action_mask"] = torch.tensor([1.0, 1, 0, 1, 1, 1, 1, 0])
+    obs, levels, views, actions = batch["obs"], batch["levels"], batch["views"], batch["actions"]
+
+    def masked_terms(pol):
+        lev = torch.log_softmax(pol.level_head(obs), -1)
+        act = torch.log_softmax(pol.action_head(torch.cat([torch.nn.functional.one_hot(levels, 4).float(), views], -1)), -1)
+        logp = batch["level_mask"] * lev.gather(1, levels[:, None])[:, 0] + batch["action_mask"] * act.gather(1, actions[:, None])[:, 0]
+        ent = -batch["level_mask"] * (lev.exp() * lev).sum(-1) - batch["action_mask"] * (act.exp() * act).sum(-1)
+        return logp, ent
+
+    logp, ent = masked_terms(policy)
+    with torch.no_grad():
+        ref, _ = masked_terms(reference)
+    d = ref - logp
+    surrogate = -(batch["advantages"]).mul(torch.exp(logp - logp.detach())).mean()
+    loss = surrogate + 0.5 * (d.exp() - d - 1).mean() - 0.3 * ent.mean()
+    params = list(policy.parameters())
+    grads = torch.autograd.grad(loss, params)
+    before = [p.detach().clone() for p in params]
+    stats = method.policy_update(policy, reference, torch.optim.SGD(params, lr=0.1), batch, kl_coef=0.5,
+                                 entropy_coef=0.3, grad_clip=1e6)
+    assert stats["loss"] == pytest.approx(loss.item(), rel=1e-5)
+    for b, p, g in zip(before, params, grads):
+        assert torch.allclose(p.detach() - b, -0.1 * g, rtol=1e-3, atol=1e-6)
+    # a sample with m_l = 0 sends nothing to the level head: advantages on such samples only, no KL or
+    # entropy, and one step leaves the level head where it was while the action head moves
+    fresh = task.make_policy(seed=5)
+    level_before = [p.detach().clone() for p in fresh.level_head.parameters()]
+    action_before = [p.detach().clone() for p in fresh.action_head.parameters()]
+    only = {**batch, "advantages": batch["advantages"] * (1 - batch["level_mask"])}
+    method.policy_update(fresh, reference, torch.optim.SGD(fresh.parameters(), lr=0.1), only, kl_coef=0.0,
+                         entropy_coef=0.0, grad_clip=1e6)
+    assert all(torch.equal(a, b) for a, b in zip(level_before, fresh.level_head.parameters()))
+    assert any(not torch.equal(a, b) for a, b in zip(action_before, fresh.action_head.parameters()))
+
+
 def test_kl_is_zero_when_policy_equals_reference_and_update_moves_towards_advantage():
     policy = task.make_policy(seed=2)
     reference = copy.deepcopy(policy)
@@ -332,7 +405,7 @@ def test_pipeline_gives_every_declared_claim_and_is_deterministic(tiny_run):
         pd.testing.assert_frame_equal(first[key], again[key])
     evals, validation, stops = first["evals"], first["validation"], first["stops"].set_index("method")
     assert set(evals.method) == set(experiment.METHODS)
-    assert set(stops.index) == set(experiment.METHODS) - {"cosft"}
+    assert set(stops.index) == set(experiment.METHODS) - set(experiment.EVAL_ONLY)
     for name, stop in stops.iterrows():  # each RL agent stops by the rule or at the cap, evaluated at 0 and there
         history = validation[validation.method == name]
         assert history.iteration.tolist() == list(range(stop.iterations + 1))
@@ -342,8 +415,9 @@ def test_pipeline_gives_every_declared_claim_and_is_deterministic(tiny_run):
             assert not experiment.plateaued(history.success.tolist()[:k + 1], 1, cfg.plateau_delta)
         assert sorted(evals[(evals.method == name) & (evals.temperature == 0.4)].iteration) == [0, stop.iterations]
         assert len(first["curves"][first["curves"].method == name]) == stop.iterations
-    assert evals[evals.method == "cosft"].iteration.tolist() == [0, 0]
-    assert validation[validation.method == "cosft"].iteration.tolist() == [0]
+    for name in experiment.EVAL_ONLY:
+        assert evals[evals.method == name].iteration.tolist() == [0, 0]
+        assert validation[validation.method == name].iteration.tolist() == [0]
     assert np.all(evals[evals.method == "fixed_l4"].cost_per_step == 130.0)
     assert np.all(evals[evals.method == "fixed_l1"].cost_per_step == 8.0)
     assert values[0]["p1_agents_converged"] == pytest.approx(stops.plateaued.mean())
@@ -362,17 +436,19 @@ def test_worker_processes_give_the_same_numbers(tiny_run):
 
 def test_claim_conventions_on_hand_made_results():
     """claim_values on two hand-made seeds, every claim against a hand-computed number. Decoys: earlier
-    iterations (listed after the final one), temperature 1.0, and the other methods (fixed level 1,
-    CoSFT), each with different numbers, so a wrong row, a swapped baseline, a flipped ratio or a sign
-    error fails."""
+    iterations (listed after the final one), temperature 1.0, and the other methods (fixed level 1),
+    each with different numbers, so a wrong row, a swapped baseline, a flipped ratio or a sign error
+    fails. CoSFT alone is the null of c2a, c2b, m1 and c3."""
     from replib import core
 
     cfg = SimpleNamespace(seeds=[0, 1])
     final = {  # per seed, method: success, cost per step, level at routine steps, level at recall + plan
         0: {"copo": (0.60, 39.0, 1.2, 3.5), "grpo": (0.70, 45.0, 1.1, 3.0), "fixed_l4": (0.62, 130.0, 4.0, 4.0),
-            "grpo_scratch": (0.10, 60.0, 2.5, 2.5), "fixed_l1": (0.30, 8.0, 1.0, 1.0)},
+            "grpo_scratch": (0.10, 60.0, 2.5, 2.5), "fixed_l1": (0.30, 8.0, 1.0, 1.0),
+            "copo_sampled_level": (0.66, 41.0, 1.1, 3.4), "copo_quarter": (0.57, 38.0, 1.3, 3.6)},
         1: {"copo": (0.80, 52.0, 1.4, 3.1), "grpo": (0.65, 40.0, 1.3, 2.0), "fixed_l4": (0.70, 130.0, 4.0, 4.0),
-            "grpo_scratch": (0.45, 70.0, 2.0, 2.2), "fixed_l1": (0.20, 8.0, 1.0, 1.0)},
+            "grpo_scratch": (0.45, 70.0, 2.0, 2.2), "fixed_l1": (0.20, 8.0, 1.0, 1.0),
+            "copo_sampled_level": (0.84, 50.0, 1.2, 3.2), "copo_quarter": (0.90, 45.0, 1.1, 3.3)},
     }
     rows = []
     for seed in (1, 0):
@@ -381,37 +457,46 @@ def test_claim_conventions_on_hand_made_results():
                 d = 0.0 if (it, temperature) == (10, 0.4) else 0.1 + it / 100 + temperature / 10  # decoys differ
                 rows.append(dict(seed=seed, method=name, iteration=it, temperature=temperature, success=success - d,
                                  cost_per_step=cost * (1 + d), level_routine=lr + d, level_hard=lh - d))
-        rows.append(dict(seed=seed, method="cosft", iteration=0, temperature=0.4, success=0.5 + seed / 10,
-                         cost_per_step=50.0, level_routine=1.5, level_hard=3.3))
-        rows.append(dict(seed=seed, method="cosft", iteration=0, temperature=1.0, success=0.2, cost_per_step=70.0,
-                         level_routine=2.5, level_hard=2.6))  # decoy
+        for name, (success, cost, lr, lh) in {"cosft": (0.5 + seed / 10, 50.0, 1.5, 3.3),
+                                              "oracle": (0.9, 43.0, 1.0, 3.5)}.items():
+            rows.append(dict(seed=seed, method=name, iteration=0, temperature=0.4, success=success,
+                             cost_per_step=cost, level_routine=lr, level_hard=lh))
+            rows.append(dict(seed=seed, method=name, iteration=0, temperature=1.0, success=0.2, cost_per_step=70.0,
+                             level_routine=2.5, level_hard=2.6))  # decoy
     premise = pd.DataFrame([dict(seed=1, c1a=0.75, c1b=0.65, success=0.4), dict(seed=0, c1a=0.9, c1b=0.7, success=0.3)])
+    rl = ("copo", "grpo", "fixed_l4", "grpo_scratch", "copo_sampled_level", "copo_quarter")
     stops = pd.DataFrame([dict(seed=seed, method=m, iterations=10, plateaued=not (seed == 1 and m == "grpo"))
-                          for seed in (0, 1) for m in ("copo", "grpo", "fixed_l4", "grpo_scratch")])
+                          for seed in (0, 1) for m in rl])
     results = {"evals": pd.DataFrame(rows), "premise": premise, "stops": stops}
     values = experiment.claim_values(results, cfg)
-    expected = {
-        0: {"c1a_premise_hard_steps": 0.9, "c1b_premise_routine_steps": 0.7,
-            "c2a_cost_vs_always_think": 39.0 / 130.0,  # CoPO / fixed level 4
-            "c2b_success_vs_always_think": 100 * (0.60 - 0.62),  # CoPO - fixed level 4, points
-            "c3_depth_tracks_difficulty": 3.5 - 1.2,  # hard - routine levels, CoPO
-            "c4_copo_vs_grpo": 100 * (0.60 - 0.70),
-            "m1_copo_vs_grpo_from_scratch": 100 * (0.60 - 0.10),
-            "p1_agents_converged": 1.0,  # every RL agent of seed 0 stopped by the rule
-            "c5_copo_vs_cosft": 100 * (0.60 - 0.50),  # CoPO - CoSFT alone, points
-            "m2_cosft_cost_vs_always_think": 50.0 / 130.0,  # CoSFT / fixed level 4
-            "m3_cosft_depth_gap": 3.3 - 1.5},
-        1: {"c1a_premise_hard_steps": 0.75, "c1b_premise_routine_steps": 0.65,
-            "c2a_cost_vs_always_think": 52.0 / 130.0,
-            "c2b_success_vs_always_think": 100 * (0.80 - 0.70),
-            "c3_depth_tracks_difficulty": 3.1 - 1.4,
-            "c4_copo_vs_grpo": 100 * (0.80 - 0.65),
-            "m1_copo_vs_grpo_from_scratch": 100 * (0.80 - 0.45),
-            "p1_agents_converged": 0.75,  # GRPO of seed 1 reached the cap
-            "c5_copo_vs_cosft": 100 * (0.80 - 0.60),
+    expected = {}
+    for seed, cosft_success, copo, grpo in ((0, 0.5, final[0]["copo"], final[0]["grpo"]),
+                                            (1, 0.6, final[1]["copo"], final[1]["grpo"])):
+        f = final[seed]
+        expected[seed] = {
+            "p1_agents_converged": 1.0 if seed == 0 else 5 / 6,  # GRPO of seed 1 reached the cap
+            "p2_models_competent": min(cosft_success, grpo[0]),
+            "p3_room_cost": 43.0 / 130.0 - 50.0 / 130.0,  # oracle - CoSFT, ratios to fixed level 4
+            "p4_room_success": 100 * (0.9 - cosft_success),
+            "p5_room_depth": (3.5 - 1.0) - (3.3 - 1.5),
+            "c1a_premise_hard_steps": 0.9 if seed == 0 else 0.75,
+            "c1b_premise_routine_steps": 0.7 if seed == 0 else 0.65,
+            "c2a_cost_vs_cosft": (copo[1] - 50.0) / 130.0,
+            "c2b_success_vs_cosft": 100 * (copo[0] - cosft_success),
+            "m1_copo_vs_cosft": 100 * (copo[0] - cosft_success),
+            "c3_depth_vs_cosft": (copo[3] - copo[2]) - (3.3 - 1.5),
+            "c4_copo_vs_grpo": 100 * (copo[0] - grpo[0]),
+            "c5_soft_level_target": 100 * (f["copo_sampled_level"][0] - copo[0]),
+            "c6_repetition": 100 * (f["copo_quarter"][0] - copo[0]),
             "m2_cosft_cost_vs_always_think": 50.0 / 130.0,
-            "m3_cosft_depth_gap": 3.3 - 1.5},
-    }
+            "m3_cosft_depth_gap": 3.3 - 1.5,
+            "m4_copo_cost_vs_always_think": copo[1] / 130.0,
+            "m5_copo_vs_fixed_l4": 100 * (copo[0] - f["fixed_l4"][0]),
+            "m6_copo_vs_grpo_from_scratch": 100 * (copo[0] - f["grpo_scratch"][0]),
+            "m7_copo_depth_gap": copo[3] - copo[2],
+        }
+    assert expected[0]["c5_soft_level_target"] == pytest.approx(6.0)  # hand check of the sign
+    assert expected[1]["c2a_cost_vs_cosft"] == pytest.approx(2.0 / 130.0)
     ids = {c["id"] for c in core.load_chapter("cogrouter")["claims"]}
     assert set(values) == {0, 1}
     for seed in (0, 1):
@@ -420,10 +505,57 @@ def test_claim_conventions_on_hand_made_results():
             assert values[seed][claim] == pytest.approx(value), (seed, claim)
     results["evals"] = results["evals"][results["evals"].method != "fixed_l4"]
     v = experiment.claim_values(results, cfg)[0]
-    assert math.isnan(v["c2a_cost_vs_always_think"]) and math.isnan(v["c2b_success_vs_always_think"])
+    assert math.isnan(v["c2a_cost_vs_cosft"]) and math.isnan(v["m4_copo_cost_vs_always_think"])
     assert v["c4_copo_vs_grpo"] == pytest.approx(-10.0)
     del results["stops"]
     assert math.isnan(experiment.claim_values(results, cfg)[0]["p1_agents_converged"])
+
+
+def test_oracle_router_routes_minimally_and_reads_the_right_block():
+    """The headroom arm: level 1 / 3 / 4 at routine / recall / plan stages, the arrow, the memory or
+    the lookahead as its action; with noise-free views it wins every episode at cost 43-ish."""
+    oracle = task.OracleRouter()
+    tasks = task.sample_tasks(200, np.random.default_rng(0))
+    episodes, stages = np.repeat(np.arange(200), 10), np.tile(np.arange(10), 200)
+    obs = task.observe(tasks, episodes, stages)
+    levels = oracle.level_logprobs(torch.from_numpy(obs), 0.4).argmax(-1).numpy()
+    types = tasks["types"][episodes, stages]
+    assert np.array_equal(levels, np.array(task.SUFFICIENT_LEVEL)[types] - 1)
+    clean = np.concatenate([obs, task.memory_readout(tasks, episodes, stages),
+                            task.lookahead_readout(tasks, episodes, stages)], axis=1)
+    acts = oracle.action_logprobs(torch.from_numpy(levels), torch.from_numpy(clean), 1.0).argmax(-1).numpy()
+    assert np.array_equal(acts, tasks["correct"][episodes, stages])
+    summary, _ = task.evaluate(oracle, tasks, np.random.default_rng(1), 0.4)
+    assert 0.8 < summary["success"] <= 1.0 and summary["level_routine"] == 1.0
+
+
+def test_tuning_selection_rule_and_pilot_seeds_only():
+    table = pd.DataFrame([
+        dict(method="copo", rl_lr=1e-4, kl_coef=0.1, seed=s, val_success=v) for s, v in ((10, 0.80), (11, 0.84))] + [
+        dict(method="copo", rl_lr=1e-3, kl_coef=0.1, seed=s, val_success=v) for s, v in ((10, 0.81), (11, 0.86))] + [
+        dict(method="copo", rl_lr=3e-4, kl_coef=0.5, seed=s, val_success=v) for s, v in ((10, 0.83), (11, 0.836))] + [
+        dict(method="grpo", rl_lr=1e-4, kl_coef=0.5, seed=s, val_success=v) for s, v in ((10, 0.70), (11, 0.70))] + [
+        dict(method="grpo", rl_lr=3e-3, kl_coef=0.1, seed=s, val_success=v) for s, v in ((10, 0.90), (11, 0.92))])
+    chosen = experiment.select_cells(table).set_index("method")
+    # copo: best mean 0.835 (1e-3) and 0.833 (3e-4, within half a point): the smaller learning rate wins
+    assert chosen.loc["copo", "rl_lr"] == 3e-4 and chosen.loc["copo", "kl_coef"] == 0.5
+    assert chosen.loc["grpo", "rl_lr"] == 3e-3
+    with pytest.raises(ValueError):
+        experiment.tuning_grid(SimpleNamespace(), [10, 1000], experiment.TUNING_GRID)
+
+
+def test_profiles_use_the_tuned_cells_and_the_confirmatory_seeds():
+    from replib import core
+
+    book = experiment.EXPERIMENT_PROFILES["book"]
+    assert book["seeds"] == core.load_chapter("cogrouter")["confirmatory_seeds"]
+    for key, value in experiment.TUNED.items():
+        assert book[key] == value
+    tuning = core.load_chapter("cogrouter")["tuning"]
+    assert tuning["grid"] == experiment.TUNING_GRID and tuning["seeds"] == experiment.TUNING_SEEDS
+    cfg = SimpleNamespace(**book)
+    assert experiment.method_settings(cfg, "copo_quarter") == (book["copo_lr"], book["copo_kl"])
+    assert experiment.method_settings(cfg, "fixed_l4") == (book["grpo_lr"], book["grpo_kl"])
 
 
 # ---- graders ----------------------------------------------------------------------------------
@@ -620,3 +752,13 @@ def test_cosft_first_step_is_adam_on_both_heads_cross_entropy():
         step = (p.detach() - b0) / -lr
         big = g.abs() > 1e-5
         assert torch.allclose(step[big], torch.sign(g[big]), atol=1e-2)
+
+
+def test_tuned_cells_follow_from_the_recorded_grid():
+    table = experiment.TUNING_RESULTS
+    assert len(table) == 2 * 3 * len(experiment.TUNING_GRID["rl_lr"]) * len(experiment.TUNING_GRID["kl_coef"])
+    assert set(table.seed) == set(experiment.TUNING_SEEDS) and table.seed.max() < 1000
+    chosen = experiment.select_cells(table).set_index("method")
+    for name in ("copo", "grpo"):
+        assert experiment.TUNED[f"{name}_lr"] == chosen.loc[name, "rl_lr"]
+        assert experiment.TUNED[f"{name}_kl"] == chosen.loc[name, "kl_coef"]

@@ -30,12 +30,13 @@ Modules (torch for the policy, numpy for the task and the theory):
   sized to it, :class:`LevelPolicy` (level head pi(l | s) and action head pi(a | s, z_l, l), two
   :class:`replib.models.mlp.MLP`), :func:`make_policy`; CoSFT on DepthWorld stages,
   :func:`cosft_batch`, :func:`cosft`; rollouts (step 1), :func:`rollout`; evaluation,
-  :func:`evaluate`.
+  :func:`evaluate`; the headroom arm :class:`OracleRouter`.
 * :mod:`.experiment`: one RL iteration on DepthWorld (steps 1-9), :func:`rl_iteration`; the premise
   check, :func:`premise`; the convergence rule, :func:`plateaued`; :data:`METHODS` (the baselines
   are a few lines each, inside :func:`train_method`), :data:`EXPERIMENT_PROFILES`,
   :func:`train_method`, :func:`start_seed`, :func:`run_method`, :func:`run_seed`,
-  :func:`run_experiment`, :func:`claim_values`, :func:`regime_sweep`.
+  :func:`run_experiment`, :func:`claim_values`, :func:`method_settings`; the tuning protocol,
+  :func:`tuning_grid`, :func:`select_cells`, :data:`TUNING_GRID`, :data:`TUNING_RESULTS`.
 * :mod:`.theory`: the theory notebook's helpers (our analysis): :func:`weight_bounds`,
   :func:`level_fixed_point`, :func:`iterate_level_update`, :func:`grpo_vs_copo_credit_example`.
 * :mod:`.exercises`: the graders :func:`check_copo_weights`, :func:`check_level_fixed_point`.
@@ -104,10 +105,10 @@ Fidelity notes (the paper's numbers are from an LLM; the algorithm is the offici
   is pi(a | view_l, l); confidences use the current policy at temperature 1, under no_grad, before
   the update. The paper writes the other levels' thoughts *conditioned on the chosen action*
   (rationalisation); ours cannot see it (our choice: otherwise confidences saturate).
-* Update (step 9, :func:`policy_update`): one Adam step (lr ``rl_lr``, ours: 1e-3; the paper's
-  5e-7 is for a 7B LLM) per iteration on the whole batch (the paper: mini-batches of 32, one PPO
+* Update (step 9, :func:`policy_update`): one Adam step (learning rate and KL weight per method
+  from the declared tuning grid, see below; the paper's 5e-7 is for a 7B LLM) per iteration on the whole batch (the paper: mini-batches of 32, one PPO
   epoch). Loss = :func:`replib.rl.clipped_surrogate` (clip 0.2) on response log-probs + beta * mean
-  :func:`replib.rl.kl_k3` (new vs reference, beta = 0.1 as for ALFWorld) - 0.001 * entropy (the
+  :func:`replib.rl.kl_k3` (new vs reference; beta = 0.1 for ALFWorld in the paper's scripts) - 0.001 * entropy (the
   paper's entropy coefficient; entropy = level-head + action-head entropy at the sample's state),
   gradient norm clipped to 1. With one update on fresh samples the ratio is exactly 1
   (old log-probs = the current ones, detached): the surrogate's gradient is -mean(A grad log pi),
@@ -116,10 +117,17 @@ Fidelity notes (the paper's numbers are from an LLM; the algorithm is the offici
   with two policy tokens per response this only rescales, and keeps fixed-level agents (one token)
   comparable. The KL reference is the frozen CoSFT policy (``grpo_scratch``: its own initial
   policy). The invalid-action penalty of verl-agent has no analogue (every action is valid).
-* Methods (:data:`METHODS`): ``cosft`` (evaluated only), ``copo``, ``grpo`` (the same update without
-  the expansion: plain A_tau on the sampled responses; isolates the reweighting), ``fixed_l1`` and
-  ``fixed_l4`` (level forced in rollouts and evaluation, GRPO on the action head only),
-  ``grpo_scratch`` (adaptive GRPO from the random initial policy, no CoSFT). Every RL method of a
+* Methods (:data:`METHODS`): ``cosft`` (evaluated only; the null of every headline), ``oracle``
+  (evaluated only: :class:`OracleRouter`, the headroom arm), ``copo``, ``grpo`` (the same update
+  without the expansion: plain A_tau on the sampled responses; isolates the reweighting), two
+  one-factor controls of CoPO (ours, claims c5 and c6): ``copo_sampled_level`` (the four variants
+  train the action head only, the level head is trained on the sampled level with A_tau, as in
+  GRPO) and ``copo_quarter`` (each variant's advantage w_l A_tau / 4: an expanded step weighs one
+  sample, not four), ``fixed_l1`` and ``fixed_l4`` (level forced in rollouts and evaluation, GRPO
+  on the action head only), ``grpo_scratch`` (adaptive GRPO from the random initial policy, no
+  CoSFT). Tuning (:func:`tuning_grid`, :func:`select_cells`): the same grid of learning rate and KL
+  weight for CoPO and GRPO on pilot seeds 10-12, each method at its best cell (:data:`TUNED`);
+  the controls at CoPO's, the other GRPO-family baselines at GRPO's (:func:`method_settings`). Every RL method of a
   seed runs on the same task stream until the same convergence rule stops it (:func:`plateaued`:
   success on ``n_val`` fixed validation episodes at temperature 0.4, every ``eval_every``
   iterations; stop when the mean of the last ``plateau_window`` points is less than
@@ -137,16 +145,14 @@ Fidelity notes (the paper's numbers are from an LLM; the algorithm is the offici
   default, deterministic algorithms), so a seed gives the same numbers on every run with the same
   thread count, whether the runs share one process or ``workers`` processes (spawned; stage 1,
   :func:`start_seed`, stays in the calling process).
-* Claim conventions (:func:`claim_values`): final evaluation at temperature 0.4; c3 pools the
-  steps of recall and plan stages; p1 is the share of a seed's RL agents stopped by the rule before
-  the cap; claims needing a missing method are nan.
+* Claim conventions (:func:`claim_values`): final evaluation at temperature 0.4; the headlines
+  are differences from CoSFT alone (their null); depth gaps pool the steps of recall and plan
+  stages; p1 is the share of a seed's RL agents stopped by the rule before the cap; claims needing a
+  missing method are nan.
 * Profiles (:data:`EXPERIMENT_PROFILES`): ``smoke`` (1 seed, CoSFT 40 steps, at most 10
-  iterations, cosft / copo / grpo / fixed_l4 / grpo_scratch; a few seconds), ``book`` (seeds 0-4,
-  CoSFT 400 steps, every method but fixed_l1 (in no claim) to the convergence rule, at most 1500
-  iterations, 300 validation and 300 evaluation episodes, 2 worker processes; measured 87-93 s on a
-  2-core machine), ``paper`` (10 seeds, every method, at most 4000 iterations, 1000 episodes each).
-  One thread per process: two are not faster for these MLPs.
-* Exploratory regime search (:func:`regime_sweep`, not judged): CoPO vs GRPO for settings of the
-  learning rate, the KL coefficient, the evaluation temperature, the number of iterations and the
-  variant (the "strong" DepthWorld above).
+  iterations, every arm but fixed level 1; a few seconds), ``book`` (the confirmatory seeds
+  1000-1004, CoSFT 400 steps, every arm but fixed level 1 (in no claim) to the convergence rule, at
+  most 1500 iterations, 300 validation and 300 evaluation episodes, 2 worker processes), ``paper``
+  (seeds 1000-1009, every method, at most 4000 iterations, 1000 episodes each, and the tuning grid
+  rerun on the pilot seeds). One thread per process: two are not faster for these MLPs.
 """

@@ -30,6 +30,7 @@ from .task import (
     STAGE_TYPES,
     VARIANTS,
     LevelPolicy,
+    OracleRouter,
     cosft,
     evaluate,
     make_policy,
@@ -50,7 +51,13 @@ __all__ = [
     "run_seed",
     "run_experiment",
     "claim_values",
-    "regime_sweep",
+    "method_settings",
+    "tuning_grid",
+    "select_cells",
+    "TUNING_GRID",
+    "TUNING_SEEDS",
+    "TUNING_RESULTS",
+    "TUNED",
 ]
 
 
@@ -60,17 +67,21 @@ __all__ = [
 
 
 def rl_iteration(policy: LevelPolicy, reference: LevelPolicy, optimiser, tasks: dict, rng: np.random.Generator,
-                 cfg, expand: bool) -> tuple[dict, dict]:
+                 cfg, expand: bool, kl_coef: float | None = None, expand_levels: bool = True,
+                 variant_scale: float = 1.0) -> tuple[dict, dict]:
     """Steps 1-9 once: roll out the G episodes of each of the B ``tasks`` at temperature
     ``cfg.rollout_temperature``, build the batch (:func:`build_batch`, CoPO expansion iff
-    ``expand``), one :func:`policy_update`. Returns (stats, batch)."""
+    ``expand``, with the controls ``expand_levels`` and ``variant_scale``), one
+    :func:`policy_update` with KL weight ``kl_coef`` (None: ``cfg.kl_coef``). Returns (stats, batch)."""
     roll = rollout(policy, repeat_tasks(tasks, cfg.group_size), rng, cfg.rollout_temperature)
-    batch = build_batch(policy, roll, cfg.group_size, expand=expand, k=cfg.k)
+    batch = build_batch(policy, roll, cfg.group_size, expand=expand, k=cfg.k, expand_levels=expand_levels,
+                        variant_scale=variant_scale)
     stats = {"train_success": float(roll["returns"].mean()),
              "train_cost_per_step": float(LEVEL_COSTS[roll["level"]].mean()),
              "share_mixed": batch["share_mixed"], "n_expanded": batch["n_expanded"],
              "n_samples": int(len(batch["advantages"]))}
-    stats.update(policy_update(policy, reference, optimiser, batch, clip_eps=cfg.clip_eps, kl_coef=cfg.kl_coef,
+    kl_coef = cfg.kl_coef if kl_coef is None else kl_coef  # cfg.kl_coef: a plain cfg without per-method settings
+    stats.update(policy_update(policy, reference, optimiser, batch, clip_eps=cfg.clip_eps, kl_coef=kl_coef,
                                entropy_coef=cfg.entropy_coef, grad_clip=cfg.grad_clip))
     return stats, batch
 
@@ -127,26 +138,104 @@ def plateaued(history: list[float], window: int, delta: float) -> bool:
     return float(np.mean(history[-window:]) - np.mean(history[-2 * window:-window])) < delta
 
 
-METHODS = ("cosft", "copo", "grpo", "fixed_l1", "fixed_l4", "grpo_scratch")
+METHODS = ("cosft", "copo", "grpo", "fixed_l1", "fixed_l4", "grpo_scratch", "oracle", "copo_sampled_level",
+           "copo_quarter")
 _METHOD_INDEX = {m: i for i, m in enumerate(METHODS)}
+EVAL_ONLY = ("cosft", "oracle")  # evaluated, never trained
+# CoPO's family (the method and its two one-factor controls) runs at CoPO's tuned learning rate and
+# KL weight; every other RL method (GRPO and its relatives) at GRPO's.
+COPO_FAMILY = ("copo", "copo_sampled_level", "copo_quarter")
+# build_batch options per CoPO-family method: (expand_levels, variant_scale); c5 and c6's controls.
+_COPO_OPTIONS = {"copo": (True, 1.0), "copo_sampled_level": (False, 1.0), "copo_quarter": (True, 0.25)}
+
+
+def method_settings(cfg, method: str) -> tuple[float, float]:
+    """(learning rate, KL weight) of ``method``: ``cfg.copo_lr`` / ``cfg.copo_kl`` for the CoPO
+    family, ``cfg.grpo_lr`` / ``cfg.grpo_kl`` for the others (the cells the tuning protocol of
+    ``chapter.yml`` chose on the pilot seeds)."""
+    if method in COPO_FAMILY:
+        return float(cfg.copo_lr), float(cfg.copo_kl)
+    return float(cfg.grpo_lr), float(cfg.grpo_kl)
+
+
 CLAIM_TEMPERATURE = 0.4  # the claims' (and the convergence rule's) decoding temperature, as in the paper
 
 _COMMON = dict(variant="noisy", cosft_batch=256, cosft_lr=3e-3, label_noise=0.3, batch_tasks=16, group_size=4,
-               rollout_temperature=1.0, rl_lr=1e-3, kl_coef=0.1, clip_eps=0.2, entropy_coef=0.001, grad_clip=1.0,
+               rollout_temperature=1.0, clip_eps=0.2, entropy_coef=0.001, grad_clip=1.0,
                k=2.0, eval_temperatures=[0.4, 1.0])
 # ``iterations`` is the cap; every RL agent stops earlier when :func:`plateaued` says so, judged on
-# ``n_val`` validation episodes every ``eval_every`` iterations.
+# ``n_val`` validation episodes every ``eval_every`` iterations. ``copo_lr``, ``copo_kl``, ``grpo_lr``
+# and ``grpo_kl`` at the book and paper profiles are the cells the tuning protocol chose (TUNED).
+# The pilot grid of the tuning protocol (``chapter.yml``), rerun by the paper profile (``run_tuning``).
+TUNING_GRID = {"rl_lr": [1e-4, 3e-4, 1e-3, 3e-3], "kl_coef": [0.1, 0.5]}
+TUNING_SEEDS = [10, 11, 12]
+# The tuning grid's runs on the pilot seeds (method, rl_lr, kl_coef, seed, iterations where the rule
+# stopped it, plateaued, validation success and cost per step there, temperature 0.4), recorded by
+# :func:`tuning_grid` on 2026-12-03 before the confirmatory run; :func:`select_cells` of these rows
+# gives TUNED.
+_TUNING_COLUMNS = ["method", "rl_lr", "kl_coef", "seed", "iterations", "plateaued", "val_success", "val_cost"]
+TUNING_RESULTS = pd.DataFrame([
+    ('copo', 0.0001, 0.1, 10, 550, True, 0.8633, 51.031),
+    ('copo', 0.0001, 0.1, 11, 400, True, 0.7967, 46.445),
+    ('copo', 0.0001, 0.1, 12, 425, True, 0.85, 49.366),
+    ('grpo', 0.0001, 0.1, 10, 500, True, 0.8567, 42.443),
+    ('grpo', 0.0001, 0.1, 11, 450, True, 0.8367, 42.912),
+    ('grpo', 0.0001, 0.1, 12, 450, True, 0.8667, 44.185),
+    ('copo', 0.0001, 0.5, 10, 550, True, 0.8167, 45.186),
+    ('copo', 0.0001, 0.5, 11, 375, True, 0.82, 44.502),
+    ('copo', 0.0001, 0.5, 12, 400, True, 0.8233, 46.056),
+    ('grpo', 0.0001, 0.5, 10, 600, True, 0.8467, 41.978),
+    ('grpo', 0.0001, 0.5, 11, 450, True, 0.85, 42.591),
+    ('grpo', 0.0001, 0.5, 12, 650, True, 0.8633, 44.1),
+    ('copo', 0.0003, 0.1, 10, 375, True, 0.8233, 53.986),
+    ('copo', 0.0003, 0.1, 11, 375, True, 0.8333, 54.206),
+    ('copo', 0.0003, 0.1, 12, 400, True, 0.7767, 56.948),
+    ('grpo', 0.0003, 0.1, 10, 625, True, 0.8667, 41.872),
+    ('grpo', 0.0003, 0.1, 11, 425, True, 0.8967, 43.115),
+    ('grpo', 0.0003, 0.1, 12, 400, True, 0.84, 44.059),
+    ('copo', 0.0003, 0.5, 10, 375, True, 0.8533, 45.694),
+    ('copo', 0.0003, 0.5, 11, 375, True, 0.8433, 45.071),
+    ('copo', 0.0003, 0.5, 12, 425, True, 0.7733, 47.508),
+    ('grpo', 0.0003, 0.5, 10, 575, True, 0.8433, 41.827),
+    ('grpo', 0.0003, 0.5, 11, 500, True, 0.85, 42.36),
+    ('grpo', 0.0003, 0.5, 12, 400, True, 0.8467, 44.214),
+    ('copo', 0.001, 0.1, 10, 375, True, 0.8067, 56.866),
+    ('copo', 0.001, 0.1, 11, 375, True, 0.8433, 56.187),
+    ('copo', 0.001, 0.1, 12, 375, True, 0.8, 59.22),
+    ('grpo', 0.001, 0.1, 10, 625, True, 0.87, 42.051),
+    ('grpo', 0.001, 0.1, 11, 525, True, 0.8867, 42.507),
+    ('grpo', 0.001, 0.1, 12, 425, True, 0.8833, 44.258),
+    ('copo', 0.001, 0.5, 10, 375, True, 0.8267, 45.878),
+    ('copo', 0.001, 0.5, 11, 500, True, 0.8533, 47.06),
+    ('copo', 0.001, 0.5, 12, 375, True, 0.8133, 48.396),
+    ('grpo', 0.001, 0.5, 10, 500, True, 0.8867, 42.147),
+    ('grpo', 0.001, 0.5, 11, 500, True, 0.87, 42.114),
+    ('grpo', 0.001, 0.5, 12, 500, True, 0.8833, 43.874),
+    ('copo', 0.003, 0.1, 10, 450, True, 0.8567, 58.125),
+    ('copo', 0.003, 0.1, 11, 625, True, 0.8267, 58.481),
+    ('copo', 0.003, 0.1, 12, 625, True, 0.8167, 60.089),
+    ('grpo', 0.003, 0.1, 10, 650, True, 0.8967, 42.013),
+    ('grpo', 0.003, 0.1, 11, 575, True, 0.88, 42.715),
+    ('grpo', 0.003, 0.1, 12, 400, True, 0.8667, 44.304),
+    ('copo', 0.003, 0.5, 10, 675, True, 0.8367, 47.328),
+    ('copo', 0.003, 0.5, 11, 375, True, 0.8133, 46.518),
+    ('copo', 0.003, 0.5, 12, 550, True, 0.8333, 48.306),
+    ('grpo', 0.003, 0.5, 10, 575, True, 0.8767, 41.611),
+    ('grpo', 0.003, 0.5, 11, 500, True, 0.8667, 42.414),
+    ('grpo', 0.003, 0.5, 12, 425, True, 0.86, 43.946),
+], columns=_TUNING_COLUMNS)
+TUNED = dict(copo_lr=1e-4, copo_kl=0.1, grpo_lr=1e-3, grpo_kl=0.1)  # select_cells(TUNING_RESULTS)
+_ALL_ARMS = ["cosft", "oracle", "copo", "copo_sampled_level", "copo_quarter", "grpo", "fixed_l4", "grpo_scratch"]
 EXPERIMENT_PROFILES = {
     "smoke": dict(seeds=[0], cosft_steps=40, iterations=10, eval_every=5, plateau_window=1, plateau_delta=0.005,
-                  n_val=100, n_eval=100, n_premise_episodes=64, workers=1, run_sweep=False,
-                  methods=["cosft", "copo", "grpo", "fixed_l4", "grpo_scratch"], **_COMMON),  # c2a, c2b, m1 need the last two
-    "book": dict(seeds=[0, 1, 2, 3, 4], cosft_steps=400, iterations=1500, eval_every=25, plateau_window=8,
-                 plateau_delta=0.005, n_val=300, n_eval=300, n_premise_episodes=400, workers=2, run_sweep=False,
-                 methods=[m for m in METHODS if m != "fixed_l1"], **_COMMON),
-    "paper": dict(seeds=list(range(10)), cosft_steps=400, iterations=4000, eval_every=25, plateau_window=8,
-                  plateau_delta=0.005, n_val=1000, n_eval=1000, n_premise_episodes=1000, workers=2, run_sweep=True,
-                  methods=list(METHODS),
-                  **_COMMON),
+                  n_val=100, n_eval=100, n_premise_episodes=64, workers=1, run_tuning=False,
+                  methods=list(_ALL_ARMS), **{**_COMMON, **TUNED}),
+    "book": dict(seeds=[1000, 1001, 1002, 1003, 1004], cosft_steps=400, iterations=1500, eval_every=25,
+                 plateau_window=8, plateau_delta=0.005, n_val=300, n_eval=300, n_premise_episodes=400, workers=2,
+                 run_tuning=False, methods=list(_ALL_ARMS), **{**_COMMON, **TUNED}),
+    "paper": dict(seeds=list(range(1000, 1010)), cosft_steps=400, iterations=4000, eval_every=25, plateau_window=8,
+                  plateau_delta=0.005, n_val=1000, n_eval=1000, n_premise_episodes=1000, workers=2, run_tuning=True,
+                  methods=list(METHODS), **{**_COMMON, **TUNED}),
 }
 
 # What a re-runner may set (replib run refuses anything else before a notebook starts)
@@ -154,14 +243,17 @@ EXPERIMENT_BOUNDS = dict(cosft_steps=(0, None), iterations=(1, None), eval_every
                          plateau_delta=(0.0, None), n_val=(1, None), n_eval=(1, None), n_premise_episodes=(1, None),
                          workers=(1, None), methods=set(METHODS), variant=set(VARIANTS), cosft_batch=(1, None),
                          cosft_lr=(1e-8, None), label_noise=(0.0, 1.0), batch_tasks=(1, None), group_size=(2, None),
-                         rollout_temperature=(1e-3, None), rl_lr=(1e-8, None), kl_coef=(0.0, None),
+                         rollout_temperature=(1e-3, None), copo_lr=(1e-8, None), copo_kl=(0.0, None),
+                         grpo_lr=(1e-8, None), grpo_kl=(0.0, None),
                          clip_eps=(0.0, None), entropy_coef=(0.0, None), grad_clip=(1e-8, None), k=(0.0, None),
                          eval_temperatures=(1e-3, None))
 
 
-def _method_policy(method: str, cosft_policy: LevelPolicy, init_policy: LevelPolicy) -> LevelPolicy:
+def _method_policy(method: str, cosft_policy: LevelPolicy, init_policy: LevelPolicy):
     if method == "grpo_scratch":
         return copy.deepcopy(init_policy)
+    if method == "oracle":
+        return OracleRouter()
     policy = copy.deepcopy(cosft_policy)
     policy.fixed_level = {"fixed_l1": 0, "fixed_l4": 3}.get(method)
     return policy
@@ -191,8 +283,9 @@ def train_method(method: str, cosft_policy: LevelPolicy, init_policy: LevelPolic
     """One method of one seed from copies of the CoSFT policy (``grpo_scratch``: of the random
     initial policy); the given policies are not changed.
 
-    ``cosft`` is evaluated once (iteration 0). The RL methods run :func:`rl_iteration` (expansion
-    for ``copo`` only) on the seed's task stream (B tasks per iteration, the same for every method),
+    ``cosft`` and ``oracle`` (the headroom arm, :class:`OracleRouter`) are evaluated once
+    (iteration 0). The RL methods run :func:`rl_iteration` (expansion for the CoPO family, with
+    its control's options) at their :func:`method_settings` on the seed's task stream (B tasks per iteration, the same for every method),
     with the KL reference frozen at the start policy, until the convergence rule :func:`plateaued`
     holds on the validation successes (``val_tasks`` at temperature 0.4, every ``eval_every``
     iterations, iteration 0 included) or ``cfg.iterations`` is reached. They are evaluated on
@@ -227,16 +320,20 @@ def train_method(method: str, cosft_policy: LevelPolicy, init_policy: LevelPolic
 
     run_eval(0)
     history = [validate(0)]
-    if method != "cosft":
+    if method not in EVAL_ONLY:
         task_rng = np.random.default_rng([seed, 1])
         agent_rng = np.random.default_rng([seed, 2, m])
-        optimiser = torch.optim.Adam(policy.parameters(), lr=cfg.rl_lr)
+        lr, kl_coef = method_settings(cfg, method)
+        expand = method in COPO_FAMILY
+        expand_levels, variant_scale = _COPO_OPTIONS.get(method, (True, 1.0))
+        optimiser = torch.optim.Adam(policy.parameters(), lr=lr)
         it, stopped = 0, False
         iterations = range(1, cfg.iterations + 1)
         for it in progress(iterations) if progress else iterations:
             start = time.perf_counter()
             tasks = sample_tasks(cfg.batch_tasks, task_rng, cfg.variant)
-            stats, batch = rl_iteration(policy, reference, optimiser, tasks, agent_rng, cfg, expand=method == "copo")
+            stats, batch = rl_iteration(policy, reference, optimiser, tasks, agent_rng, cfg, expand=expand,
+                                        kl_coef=kl_coef, expand_levels=expand_levels, variant_scale=variant_scale)
             if method == "copo":
                 out["expansion"] += _expansion_rows(seed, method, it, batch, policy)
             seconds["rl"] += time.perf_counter() - start
@@ -355,13 +452,17 @@ def _final_eval(evals: pd.DataFrame, seed: int, method: str, temperature: float 
 
 
 def claim_values(results: dict, cfg) -> dict[int, dict[str, float]]:
-    """``{seed: {claim_id: value}}`` for every claim of ``chapter.yml``: p1 = share of the seed's RL
-    agents that the convergence rule stopped before the cap; c1a / c1b from the premise check; c2a =
-    CoPO cost per step / fixed-level-4 cost per step; c2b = (CoPO - fixed level 4) success in
-    points; c3 = CoPO mean level at recall + plan steps minus at routine steps; c4 = (CoPO - GRPO)
-    success in points; c5 = (CoPO - CoSFT alone) success in points; m1 = (CoPO - GRPO from scratch)
-    in points; m2 and m3 = c2a's ratio and c3's gap for the CoSFT policy alone. All at temperature
-    0.4, final evaluation; nan where a needed method (or the premise or stop rows) is missing."""
+    """``{seed: {claim_id: value}}`` for every claim of ``chapter.yml``, all at temperature 0.4 on the
+    final evaluation; CoSFT alone is the null of the headlines. p1 = share of the seed's RL agents
+    that the convergence rule stopped before the cap; p2 = the lower success of CoSFT alone and
+    GRPO; p3 / p4 / p5 = the oracle router minus CoSFT alone in c2a's cost ratio, in success points
+    and in depth gap; c1a / c1b from the premise check; c2a = (CoPO - CoSFT) cost per step / fixed
+    level 4's; c2b = m1 = (CoPO - CoSFT) success in points; c3 = CoPO's depth gap minus CoSFT's;
+    c4 = (CoPO - GRPO) points; c5 = (CoPO with the level head on the sampled level only - CoPO)
+    points; c6 = (CoPO with variants weighted w / 4 - CoPO) points; m2 / m3 = CoSFT's cost ratio
+    and depth gap; m4 = CoPO's cost ratio; m5 = (CoPO - fixed level 4) points; m6 = (CoPO - GRPO
+    from scratch) points; m7 = CoPO's depth gap. nan where a needed method (or the premise or stop
+    rows) is missing."""
     nan = float("nan")
     evals = results["evals"]
     prem = results["premise"].set_index("seed") if len(results.get("premise", [])) else None
@@ -387,50 +488,66 @@ def claim_values(results: dict, cfg) -> dict[int, dict[str, float]]:
             return get(method, "level_hard") - get(method, "level_routine")
 
         here = stops[stops["seed"] == seed] if stops is not None and len(stops) else []
+        gain = points("copo", "cosft")
         values[seed] = {
             "p1_agents_converged": float(here["plateaued"].mean()) if len(here) else nan,
+            "p2_models_competent": min(get("cosft", "success"), get("grpo", "success")),
+            "p3_room_cost": cost_ratio("oracle") - cost_ratio("cosft"),
+            "p4_room_success": points("oracle", "cosft"),
+            "p5_room_depth": depth_gap("oracle") - depth_gap("cosft"),
             "c1a_premise_hard_steps": premise_value("c1a"),
             "c1b_premise_routine_steps": premise_value("c1b"),
-            "c2a_cost_vs_always_think": cost_ratio("copo"),
-            "c2b_success_vs_always_think": points("copo", "fixed_l4"),
-            "c3_depth_tracks_difficulty": depth_gap("copo"),
+            "c2a_cost_vs_cosft": cost_ratio("copo") - cost_ratio("cosft"),
+            "c2b_success_vs_cosft": gain,
+            "m1_copo_vs_cosft": gain,
+            "c3_depth_vs_cosft": depth_gap("copo") - depth_gap("cosft"),
             "c4_copo_vs_grpo": points("copo", "grpo"),
-            "c5_copo_vs_cosft": points("copo", "cosft"),
-            "m1_copo_vs_grpo_from_scratch": points("copo", "grpo_scratch"),
+            "c5_soft_level_target": points("copo_sampled_level", "copo"),
+            "c6_repetition": points("copo_quarter", "copo"),
             "m2_cosft_cost_vs_always_think": cost_ratio("cosft"),
             "m3_cosft_depth_gap": depth_gap("cosft"),
+            "m4_copo_cost_vs_always_think": cost_ratio("copo"),
+            "m5_copo_vs_fixed_l4": points("copo", "fixed_l4"),
+            "m6_copo_vs_grpo_from_scratch": points("copo", "grpo_scratch"),
+            "m7_copo_depth_gap": depth_gap("copo"),
         }
     return {seed: {k: float(v) for k, v in claims.items()} for seed, claims in values.items()}
 
 
-_SWEEP_KEYS = {"rl_lr", "kl_coef", "temperature", "variant", "iterations"}
-
-
-def regime_sweep(cfg, seed: int, settings: list[dict], progress=None, threads: int = 1) -> pd.DataFrame:
-    """Exploratory search (not judged) for a regime where CoPO's direction holds: for each settings
-    dict (keys among ``rl_lr``, ``kl_coef``, ``temperature`` (the evaluation temperature),
-    ``variant`` ("noisy" or "strong") and ``iterations`` (the cap)) run CoSFT, then ``copo`` and
-    ``grpo`` to the convergence rule on one seed with ``cfg``'s other settings, and return the final
-    evaluation rows (``setting`` index, the settings, method, temperature, success, cost per step,
-    mean levels) including the CoSFT policy's."""
+def tuning_grid(cfg, seeds, grid: dict, methods=("copo", "grpo"), progress=None, threads: int = 1) -> pd.DataFrame:
+    """The tuning protocol of ``chapter.yml``: for every cell of ``grid`` (``{"rl_lr": [...],
+    "kl_coef": [...]}``, the same for every method), every method of ``methods`` and every seed of
+    ``seeds`` (pilot seeds, below 1000), CoSFT then the method at that learning rate and KL weight
+    to the convergence rule. Returns one row per run: rl_lr, kl_coef, method, seed, iterations,
+    plateaued, and the validation success and cost per step (temperature 0.4) where it stopped.
+    The evaluation episodes are not used."""
+    if any(seed >= 1000 for seed in seeds):
+        raise ValueError("tuning runs on pilot seeds only (below 1000)")
+    run_cfg = copy.copy(cfg)
     rows = []
-    for i, setting in enumerate(settings):
-        unknown = set(setting) - _SWEEP_KEYS
-        if unknown:
-            raise ValueError(f"unknown sweep keys {sorted(unknown)}; valid: {sorted(_SWEEP_KEYS)}")
-        run_cfg = copy.copy(cfg)
-        for key, value in setting.items():
-            if key == "temperature":
-                run_cfg.eval_temperatures = [float(value)]
-            else:
-                setattr(run_cfg, key, value)
-        run_cfg.methods = ["cosft", "copo", "grpo"]
-        run_cfg.seeds = [seed]
-        run_cfg.n_premise_episodes = 8
-        out = run_seed(run_cfg, seed, progress, threads)
-        ev = pd.DataFrame(out["evals"])
-        final = ev[ev["iteration"] == ev.groupby("method")["iteration"].transform("max")]
-        label = {"setting": i, "rl_lr": run_cfg.rl_lr, "kl_coef": run_cfg.kl_coef, "variant": run_cfg.variant,
-                 "iterations": run_cfg.iterations}
-        rows += [{**label, **row} for row in final.to_dict("records")]
+    for seed in seeds:
+        stage1 = start_seed(run_cfg, seed, threads)
+        for lr in grid["rl_lr"]:
+            for kl in grid["kl_coef"]:
+                run_cfg.copo_lr = run_cfg.grpo_lr = lr
+                run_cfg.copo_kl = run_cfg.grpo_kl = kl
+                for method in methods:
+                    res = run_method(run_cfg, seed, method, stage1["cosft"], stage1["init"], progress, threads)
+                    last = res["validation"][-1]
+                    rows.append({"rl_lr": lr, "kl_coef": kl, "method": method, "seed": seed,
+                                 "iterations": res["stops"][0]["iterations"],
+                                 "plateaued": res["stops"][0]["plateaued"],
+                                 "val_success": last["success"], "val_cost": last["cost_per_step"]})
     return pd.DataFrame(rows)
+
+
+def select_cells(table: pd.DataFrame, tie: float = 0.005) -> pd.DataFrame:
+    """The selection rule of ``chapter.yml``: per method, the cell with the highest mean validation
+    success over the seeds; cells within ``tie`` (half a point) of the best go to the smaller
+    learning rate (then the smaller KL weight). Returns one row per method with its cell and mean."""
+    means = table.groupby(["method", "rl_lr", "kl_coef"], as_index=False)["val_success"].mean()
+    chosen = []
+    for _, group in means.groupby("method", sort=False):
+        near = group[group["val_success"] >= group["val_success"].max() - tie]
+        chosen.append(near.sort_values(["rl_lr", "kl_coef"]).iloc[0])
+    return pd.DataFrame(chosen).reset_index(drop=True)

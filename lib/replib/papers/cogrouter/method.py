@@ -111,16 +111,27 @@ def copo_weights(confidences, k: float = 2.0) -> np.ndarray:
 # --------------------------------------------------------------------------------------------
 
 
-def build_batch(policy: nn.Module, roll: dict, G: int, expand: bool = True, k: float = 2.0) -> dict:
+def build_batch(policy: nn.Module, roll: dict, G: int, expand: bool = True, k: float = 2.0,
+                expand_levels: bool = True, variant_scale: float = 1.0) -> dict:
     """Steps 2-8: the training batch of one iteration.
 
     Advantages A_tau by :func:`pooled_group_advantages`. Without ``expand`` (GRPO, fixed levels)
     every sampled response enters with A_tau. With ``expand`` (CoPO) each step selected by
     :func:`expansion_mask` is replaced by its four level variants (level l, view z_l, same state and
-    action), with advantage w_l A_tau, w = :func:`copo_weights` of :func:`action_confidences`.
-    Returns tensors ``obs``, ``levels``, ``views``, ``actions``, ``advantages`` and diagnostics
-    (``n_expanded``, ``share_mixed``, and per expanded step ``exp_type``, ``exp_weights``,
-    ``exp_obs`` for the fixed-point figure)."""
+    action), with advantage ``variant_scale`` * w_l A_tau, w = :func:`copo_weights` of
+    :func:`action_confidences` (the paper: ``variant_scale`` = 1).
+
+    Two controls of ours, each changing one factor (claims c5 and c6): ``variant_scale`` = 1/4 gives
+    the four variants of a step together one sample's worth of advantage (sum_l w_l / 4 = 1: the
+    step is no longer repeated four times in the mean loss, the level target w / sum(w) unchanged);
+    ``expand_levels`` = False keeps the four variants for the action head only and trains the level
+    head as GRPO does, on the sampled level with A_tau (one extra sample per expanded step whose
+    response is the level token alone). Every sample carries ``level_mask`` and ``action_mask``
+    (1 where its level / action token is part of the response), used by :func:`policy_update`.
+
+    Returns tensors ``obs``, ``levels``, ``views``, ``actions``, ``advantages``, ``level_mask``,
+    ``action_mask`` and diagnostics (``n_expanded``, ``share_mixed``, and per expanded step
+    ``exp_type``, ``exp_weights``, ``exp_obs`` for the fixed-point figure)."""
     returns = roll["returns"]
     adv_ep = pooled_group_advantages(returns.reshape(-1, G), roll["length"].reshape(-1, G)).reshape(-1)
     adv = adv_ep[roll["episode"]]
@@ -132,16 +143,30 @@ def build_batch(policy: nn.Module, roll: dict, G: int, expand: bool = True, k: f
     views = [roll["views"][keep, roll["level"][keep]]]
     actions = [roll["action"][keep]]
     advantages = [adv[keep]]
+    level_mask = [np.ones(int(keep.sum()))]
+    action_mask = [np.ones(int(keep.sum()))]
     weights = np.zeros((0, N_LEVELS))
     idx = np.flatnonzero(mask)
     if idx.size:
         conf = action_confidences(policy, roll["views"][idx], roll["action"][idx])
         weights = copo_weights(conf, k)
+        n_var = idx.size * N_LEVELS
         obs.append(np.repeat(roll["obs"][idx], N_LEVELS, axis=0))
         levels.append(np.tile(np.arange(N_LEVELS), idx.size))
-        views.append(roll["views"][idx].reshape(idx.size * N_LEVELS, -1))
+        views.append(roll["views"][idx].reshape(n_var, -1))
         actions.append(np.repeat(roll["action"][idx], N_LEVELS))
-        advantages.append((weights * adv[idx][:, None]).reshape(-1))
+        advantages.append((variant_scale * weights * adv[idx][:, None]).reshape(-1))
+        level_mask.append(np.full(n_var, 1.0 if expand_levels else 0.0))
+        action_mask.append(np.ones(n_var))
+        if not expand_levels:  # control c5: the level head sees the sampled level only, with A_tau
+            sampled = roll["level"][idx]
+            obs.append(roll["obs"][idx])
+            levels.append(sampled)
+            views.append(roll["views"][idx, sampled])
+            actions.append(roll["action"][idx])
+            advantages.append(adv[idx])
+            level_mask.append(np.ones(idx.size))
+            action_mask.append(np.zeros(idx.size))
     r = returns.reshape(-1, G)
     return {
         "obs": torch.from_numpy(np.concatenate(obs)),
@@ -149,6 +174,8 @@ def build_batch(policy: nn.Module, roll: dict, G: int, expand: bool = True, k: f
         "views": torch.from_numpy(np.ascontiguousarray(np.concatenate(views))),
         "actions": torch.from_numpy(np.concatenate(actions).astype(np.int64)),
         "advantages": torch.from_numpy(np.concatenate(advantages).astype(np.float32)),
+        "level_mask": torch.from_numpy(np.concatenate(level_mask).astype(np.float32)),
+        "action_mask": torch.from_numpy(np.concatenate(action_mask).astype(np.float32)),
         "n_expanded": int(idx.size),
         "share_mixed": float((r != r[:, :1]).any(axis=1).mean()),
         "exp_type": roll["type"][idx],
@@ -163,17 +190,23 @@ def policy_update(policy: nn.Module, reference: nn.Module, optimiser, batch: dic
 
         loss = clipped_surrogate(log pi, log pi_old, A) + beta mean k3(pi, pi_ref) - c_H mean entropy,
 
-    log pi = the response log-probability, log pi_old = the same values detached (one update on fresh
-    samples: ratio 1), k3 on response log-probs against the frozen ``reference``, gradient norm
-    clipped to ``grad_clip``, one optimiser step. Returns the loss parts."""
+    log pi = the response log-probability m_l log pi(l | s) + m_a log pi(a | view_l, l) with the
+    batch's ``level_mask`` m_l and ``action_mask`` m_a (both 1 for every sample but those of the c5
+    control, see :func:`build_batch`; absent masks mean 1), log pi_old = the same values detached
+    (one update on fresh samples: ratio 1), k3 on response log-probs against the frozen
+    ``reference``, entropy of the heads in the response, gradient norm clipped to ``grad_clip``, one
+    optimiser step. Returns the loss parts."""
     obs, levels, views, actions = batch["obs"], batch["levels"], batch["views"], batch["actions"]
+    ones = torch.ones(len(actions))
+    m_lev, m_act = batch.get("level_mask", ones), batch.get("action_mask", ones)
     lev_lp, act_lp, lev_ent, act_ent = policy.response_terms(obs, levels, views, actions)
-    logp = lev_lp + act_lp
+    logp = m_lev * lev_lp + m_act * act_lp
     with torch.no_grad():
-        ref_logp = reference.response_logprob(obs, levels, views, actions)
+        ref_lev, ref_act, _, _ = reference.response_terms(obs, levels, views, actions)
+        ref_logp = m_lev * ref_lev + m_act * ref_act
     surrogate = clipped_surrogate(logp, logp.detach(), batch["advantages"], clip_eps)
     kl = kl_k3(logp, ref_logp).mean()
-    entropy = (lev_ent + act_ent).mean()
+    entropy = (m_lev * lev_ent + m_act * act_ent).mean()
     loss = surrogate + kl_coef * kl - entropy_coef * entropy
     optimiser.zero_grad(set_to_none=True)
     loss.backward()

@@ -11,7 +11,8 @@ Contents:
    :func:`obs_dim`, :func:`view_dim`, :func:`sample_tasks`, :func:`repeat_tasks`, :func:`observe`,
    :func:`memory_readout`, :func:`lookahead_readout`, :func:`thought_views`, :func:`new_state`,
    :func:`env_step`, :func:`episode_returns`.
-2. The agent: :class:`LevelPolicy` (two :class:`replib.models.mlp.MLP`), :func:`make_policy`.
+2. The agent: :class:`LevelPolicy` (two :class:`replib.models.mlp.MLP`), :func:`make_policy`; the
+   headroom arm :class:`OracleRouter`.
 3. CoSFT (stage 1): :func:`cosft_batch`, :func:`cosft`.
 4. Rollouts (step 1): :func:`rollout`.
 5. Evaluation: :func:`evaluate`.
@@ -55,6 +56,7 @@ __all__ = [
     "episode_returns",
     "LevelPolicy",
     "make_policy",
+    "OracleRouter",
     "cosft_batch",
     "cosft",
     "rollout",
@@ -290,6 +292,35 @@ def make_policy(variant: str = "noisy", seed: int = 0, fixed_level: int | None =
     """A freshly initialised :class:`LevelPolicy` (weights fixed by ``seed``)."""
     _check_variant(variant)
     return LevelPolicy(variant, seed, fixed_level)
+
+
+class OracleRouter(nn.Module):
+    """The headroom arm (ours): at every stage the minimal sufficient level (routine 1, recall 3,
+    plan 4, read from the observation's stage flags) and the action read from that level's thought:
+    the arrow of the clean observation at routine stages, the argmax of the noisy memory read-out at
+    recall stages, of the noisy lookahead read-out at plan stages. It has the interface of
+    :class:`LevelPolicy` that :func:`rollout` and :func:`evaluate` use, with logits ``scale`` times
+    one-hot (near-deterministic at any temperature), so it is scored by the same evaluation code.
+    It is the cheapest agent that never guesses at recall and plan stages (noisy variant only)."""
+
+    def __init__(self, scale: float = 50.0):
+        super().__init__()
+        self.variant = "noisy"
+        self.fixed_level = None
+        self.scale = scale
+
+    def level_logprobs(self, obs: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+        is_recall, is_plan = obs[:, 2 * N_ACTIONS], obs[:, 2 * N_ACTIONS + 1]
+        level = torch.where(is_plan > 0.5, 3, torch.where(is_recall > 0.5, 2, 0))
+        return F.log_softmax(self.scale * F.one_hot(level, N_LEVELS).to(obs.dtype) / temperature, dim=-1)
+
+    def action_logprobs(self, levels: torch.Tensor, views: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+        d = obs_dim("noisy")
+        is_recall, is_plan = views[:, 2 * N_ACTIONS], views[:, 2 * N_ACTIONS + 1]
+        block = torch.where((is_plan > 0.5)[:, None], views[:, d + N_ACTIONS: d + 2 * N_ACTIONS],
+                            torch.where((is_recall > 0.5)[:, None], views[:, d: d + N_ACTIONS], views[:, :N_ACTIONS]))
+        action = block.argmax(dim=-1)
+        return F.log_softmax(self.scale * F.one_hot(action, N_ACTIONS).to(views.dtype) / temperature, dim=-1)
 
 
 def _sample(logprobs: torch.Tensor, rng: np.random.Generator) -> np.ndarray:
