@@ -59,6 +59,7 @@ profile = None  # "smoke", "book" or "paper"; None reads $REPLIB_PROFILE, else "
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
+from torch.func import stack_module_state
 from torch.nn import functional as F
 
 from replib import core
@@ -130,9 +131,13 @@ plt.show()
 # $\mathcal L = w_{ce}\,\mathrm{CE}_{\text{text}} + w_{mse}\,\mathrm{MSE}_{\text{flow}}$ with both
 # weights 1: a cross-entropy (CE) on the text tokens and a mean squared error (MSE) for flow matching,
 # which trains the image generator to turn noise into images. Our discrete stand-in for the
-# flow-matching term masks a fraction $t \sim U(0.05, 1)$ of one image block's tokens (our choice; the
-# release noises every image) and takes the cross-entropy of the clean tokens at the masked places.
-# The text term is next-token cross-entropy on every text token after the prompt.
+# flow-matching term masks a fraction $t \sim U(0.05, 1)$ of an image block's tokens and takes the
+# cross-entropy of the clean tokens at the masked places. Which blocks (our choice; the release
+# noises every image): the final image every time, and for SoT also one intermediate state drawn
+# uniformly. So SoT's final image is trained exactly as often as direct generation's only image
+# (image-block matching); drawing one block among all of a SoT record's $k + 2$ images would train
+# its final image in only about one step in four. The text term is next-token cross-entropy on every
+# text token after the prompt.
 
 # %%
 core.show_source(method.make_training_batch)
@@ -142,8 +147,9 @@ core.show_source(method.sot_loss)
 records = [task.build_sequence("sot", k, task.sample_table(rng, k)) for k in (2, 3)]
 batch = method.make_training_batch(records, np.random.default_rng(1))
 n_clean = len(records[0][0])
-assert batch["ids"].shape[1] == len(records[1][0]) + task.IMG_LEN
-assert (batch["img_target"][0, :n_clean] == -1).all()  # image targets only in the noisy copy
+assert batch["ids"].shape[1] == len(records[1][0]) + 2 * task.IMG_LEN  # two noisy copies per SoT record
+assert int(batch["pos"][0, n_clean]) == n_clean - task.IMG_LEN  # the first copy is the final image
+assert (batch["img_target"][0, :n_clean] == -1).all()  # image targets only in the noisy copies
 masked = batch["ids"][0, n_clean:n_clean + task.IMG_LEN] == task.TOK["MASK"]
 assert (batch["img_target"][0, n_clean:n_clean + task.IMG_LEN] >= 0).eq(masked).all()
 assert batch["text_target"][0, 1] == task.TOK["TOP"]  # the prompt's last token predicts the first step
@@ -154,6 +160,28 @@ by_hand = F.cross_entropy(logits[tt >= 0][:, :task.IMG0], tt[tt >= 0]) + \
     F.cross_entropy(logits[it >= 0][:, task.IMG0:task.IMG0 + 16], it[it >= 0] - task.IMG0)
 assert torch.isclose(method.sot_loss(logits, batch), by_hand)
 print(f"loss of an untrained model: {float(by_hand):.2f} (log 10 + log 16 = {np.log(10) + np.log(16):.2f}: 10 text, 16 patch classes)")
+
+# %% [markdown]
+# ## Training the seeds as one model
+#
+# The experiment trains five seeds of each variant. The seeds' models have the same shapes, so their
+# parameters are stacked along a new leading axis (`torch.func.stack_module_state`) and one forward
+# pass runs all of them: each linear layer becomes a batched matrix product over the seed axis, and
+# attention folds the seeds into the batch of torch's fused attention kernel. Each seed still draws
+# its own batches from its own tables, its gradient is clipped on its own, and AdamW works element
+# by element, so every seed follows exactly the single-model recipe.
+
+# %%
+core.show_source(method.stacked_forward)
+
+# %%
+pair = [method.UnifiedDecoder(d=32, seed=s) for s in (0, 1)]
+stacked_params, _ = stack_module_state(pair)
+both = method.stacked_forward(stacked_params, torch.stack([batch["ids"]] * 2), torch.stack([batch["pos"]] * 2),
+                              torch.stack([batch["mask"]] * 2))
+for s, single in enumerate(pair):
+    assert torch.allclose(both[s], single(batch["ids"], batch["pos"], batch["mask"]), atol=1e-5)
+print("stacked forward == each model's own forward, for both seeds")
 
 # %% [markdown]
 # ## Parallel image decoding
@@ -243,7 +271,9 @@ exercises.check_count_legs(count_legs)
 # %% [markdown]
 # ## Summary
 #
-# - The three variants share one model and one loss; only their sequences differ.
+# - The three variants share one model and one loss; only their sequences differ. Every record trains
+#   its final image (SoT's also one state), so the variants' final images get the same supervision.
+# - The seeds of a variant train as one stacked model, each seed exactly as if alone.
 # - BAGEL's mask: causal between blocks, bidirectional in an image, a noisy copy seen by itself only.
 # - Images are drawn in parallel rounds; text is sampled one token at a time, and the model itself
 #   ends the trace with `ASSEMBLY`.

@@ -112,14 +112,16 @@ def test_generate_structure():
 
 
 def test_claim_values_on_hand_made_runs():
-    def row(seed, variant, num, con, stab=float("nan")):
+    def row(seed, variant, num, con, stab=float("nan"), forced=float("nan")):
         return dict(seed=seed, variant=variant, n_test=100, numeracy=num, connectivity=con, stability=stab,
-                    plan_length_ok=1.0)
+                    plan_length_ok=1.0, forced_stability=forced)
 
-    rows = [row(0, "direct", 0.6, 0.5), row(0, "text_cot", 0.8, 0.6), row(0, "sot", 0.9, 0.8, 0.95),
-            row(1, "direct", 0.7, 0.4), row(1, "text_cot", 1.0, 0.9), row(1, "sot", 0.85, 0.7, 0.5)]
+    rows = [row(0, "direct", 0.6, 0.5), row(0, "text_cot", 0.8, 0.6), row(0, "sot", 0.9, 0.8, 0.95, 0.97),
+            row(1, "direct", 0.7, 0.4), row(1, "text_cot", 1.0, 0.9), row(1, "sot", 0.85, 0.7, 0.5, 0.6)]
     v = experiment.claim_values(rows)
     assert v[0]["p1_direct_learns"] == pytest.approx(0.6)
+    assert v[0]["p2_text_cot_learns"] == pytest.approx(0.8)
+    assert v[0]["p3_sot_converged"] == pytest.approx(0.97) and v[1]["p3_sot_converged"] == pytest.approx(0.6)
     assert v[0]["h1_count_vs_direct"] == pytest.approx((0.4 - 0.1) / 0.4)
     assert v[0]["h2_count_vs_text_cot"] == pytest.approx((0.2 - 0.1) / 0.2)
     assert v[0]["h3_attach_vs_direct"] == pytest.approx((0.5 - 0.2) / 0.5)
@@ -251,3 +253,129 @@ def test_train_model_takes_clipped_adamw_steps_down_the_hand_written_loss():
         if name.endswith("qkv.bias"):  # the key bias has a zero gradient (softmax is shift-invariant) up to
             diff = torch.cat([diff[:16], diff[32:]])  # rounding, which Adam's normalisation blows up
         assert float(diff.max()) < 1e-6, name  # a step moves a weight by about 5e-3
+
+
+# ---- image-block matching, the stacked seeds, the teacher-forced stability (issue 38) -------------------
+
+
+def test_every_record_trains_its_final_image_and_sot_one_state():
+    """With ``final_always`` (the default) the first noisy copy of every record is its final image; a SoT
+    record gets a second copy at one of its states (never the final one), a direct or text-only record none.
+    Without it, one block among the k + 2 images of a SoT record: the final one about 1 / (k + 2) of the time."""
+    rng = np.random.default_rng(4)
+    recs = [task.build_sequence(v, k, task.sample_table(rng, k)) for v in task.VARIANTS for k in task.COUNTS]
+    enc = method.EncodedRecords(recs)
+    b = method.make_training_batch(enc, np.random.default_rng(0))
+    for r, (seq, is_img) in enumerate(recs):
+        n = len(seq)
+        assert int(b["pos"][r, n]) == n - 16  # the final image block
+        assert torch.equal(b["pos"][r, n:n + 16], torch.arange(n - 16, n))
+        second = b["img_target"][r, n + 16:n + 32] if b["ids"].shape[1] >= n + 32 else torch.tensor([])
+        if enc.n_states[r] > 0:
+            start = int(b["pos"][r, n + 16])
+            assert start in enc.state_starts[r] and start != n - 16
+            assert (b["img_target"][r, n + 16:n + 32] >= 0).any()
+        else:
+            assert (second == -1).all() and (b["ids"][r, n + 16:] == task.TOK["PAD"]).all()
+    sot = [task.build_sequence("sot", 2, task.sample_table(rng, 2))] * 400  # 3 states + the final image
+    old = method.make_training_batch(sot, np.random.default_rng(1), final_always=False)
+    n = len(sot[0][0])
+    assert b["ids"].shape[1] >= n and old["ids"].shape[1] == n + 16
+    share_final = float((old["pos"][:, n] == n - 16).float().mean())
+    assert abs(share_final - 0.25) < 0.06
+
+
+def test_stacked_seeds_train_exactly_as_each_seed_alone():
+    """train_models over two seeds (one stacked model, per-seed clipping, one AdamW over stacked tensors, batches
+    padded to a common length) gives the same weights and losses as training each seed alone, which
+    test_train_model_takes_clipped_adamw_steps_down_the_hand_written_loss checks against the hand-written loss."""
+    rng = np.random.default_rng(6)
+    recs_a = [task.build_sequence("sot", k, task.sample_table(rng, k)) for k in (2, 3, 3)]
+    recs_b = [task.build_sequence("direct", k, task.sample_table(rng, k)) for k in (2, 3)]
+    models, losses = method.train_models([recs_a, recs_b], [0, 7], steps=3, batch_size=3, lr=1e-2, d=16,
+                                         n_layer=1, warmup=2)
+    for recs, seed, model, curve in zip((recs_a, recs_b), (0, 7), models, losses):
+        alone, alone_curve = method.train_model(recs, steps=3, batch_size=3, lr=1e-2, d=16, n_layer=1, seed=seed,
+                                                warmup=2)
+        assert np.allclose(curve, alone_curve, rtol=1e-5)
+        for (name, p), q in zip(model.named_parameters(), alone.parameters()):
+            diff = (p - q).detach().abs()
+            if name.endswith("qkv.bias"):  # the key bias: zero gradient up to rounding, blown up by Adam
+                diff = torch.cat([diff[:16], diff[32:]])
+            assert float(diff.max()) < 1e-5, name
+    assert not torch.allclose(models[0].head.weight, models[1].head.weight)
+
+
+def test_stacked_forward_matches_each_model():
+    from torch.func import stack_module_state
+
+    models = [method.UnifiedDecoder(d=16, n_layer=2, seed=s) for s in (0, 1, 2)]
+    params, _ = stack_module_state(models)
+    rng = np.random.default_rng(0)
+    recs = [task.build_sequence("sot", k, task.sample_table(rng, k)) for k in (2, 3)]
+    b = method.make_training_batch(recs, rng)
+    out = method.stacked_forward(params, *(torch.stack([b[k]] * 3) for k in ("ids", "pos", "mask")))
+    for s, m in enumerate(models):
+        assert torch.allclose(out[s], m(b["ids"], b["pos"], b["mask"]), atol=1e-5)
+
+
+def test_one_stacked_step_descends_the_loss_on_a_fixed_batch():
+    """One plain gradient step on the stacked parameters, on a fixed batch, lowers every seed's sot_loss (a sign
+    error, a detached tensor or a dropped term in the stacked forward would not)."""
+    from torch.func import stack_module_state, vmap
+
+    models = [method.UnifiedDecoder(d=16, n_layer=1, seed=s) for s in (0, 1)]
+    params, _ = stack_module_state(models)
+    params = {k: v.detach().requires_grad_() for k, v in params.items()}
+    rng = np.random.default_rng(1)
+    recs = [task.build_sequence("sot", k, task.sample_table(rng, k)) for k in (2, 3, 2)]
+    b = method.make_training_batch(recs, rng)
+    st = {k: torch.stack([v] * 2) for k, v in b.items()}
+    per_seed = vmap(lambda lg, tt, it: method.sot_loss(lg, dict(text_target=tt, img_target=it)))
+
+    def losses():
+        return per_seed(method.stacked_forward(params, st["ids"], st["pos"], st["mask"]), st["text_target"],
+                        st["img_target"])
+
+    before = losses()
+    before.sum().backward()
+    with torch.no_grad():
+        for p in params.values():
+            p.sub_(1e-2 * p.grad)
+        after = losses()
+    assert (after < before.detach() - 1e-4).all()
+    for s, m in enumerate(models):
+        assert float(before[s]) == pytest.approx(float(method.sot_loss(m(b["ids"], b["pos"], b["mask"]), b)), rel=1e-5)
+
+
+def test_teacher_forced_stability_bookkeeping(monkeypatch):
+    """The context of step n holds the prompt, the true (rationale, state) pairs before n and rationale n; a
+    drawer that copies the previous true state and adds a pixel scores 1, one that only copies scores 0, and one
+    that drops a pixel of the previous state at one step of one trace makes that trace alone unstable."""
+    rng = np.random.default_rng(8)
+    tables = [(k, task.sample_table(rng, k)) for k in (2, 3, 3)]
+    seen = []
+
+    def drawer(mode):
+        def fake(model, contexts, flags, rounds, temperature, gen):
+            out = []
+            for i, (ctx, fl) in enumerate(zip(contexts, flags)):
+                assert not fl[-1] and task.TOK["TOP"] <= ctx[-1] < task.TOK["ASSEMBLY"]
+                prev = (task.tokens_to_image(ctx[-1 - task.IMG_LEN:-1]) if len(ctx) > 3
+                        else np.zeros((task.H, task.W), bool))
+                img = prev.copy()
+                free = np.argwhere(~img)[0]
+                if mode != "copy":
+                    img[tuple(free)] = True
+                if mode == "drop" and i == 5:
+                    img[tuple(np.argwhere(prev)[0])] = False
+                out.append(task.image_tokens(img))
+            seen.append(len(contexts))
+            return torch.as_tensor(np.array(out))
+        return fake
+
+    for mode, want in (("add", 1.0), ("copy", 0.0), ("drop", 2 / 3)):
+        monkeypatch.setattr(experiment, "generate_image", drawer(mode))
+        got = experiment.teacher_forced_stability(None, tables, img_rounds=2, img_temperature=1.0, seed=0)
+        assert got == pytest.approx(want), mode
+    assert seen[0] == 3 + 4 + 4  # one context per step: k + 1 steps per table

@@ -25,8 +25,8 @@ IMG0 = TOK["P0"]  # image token of patch code c is IMG0 + c
 IMG_LEN = 16
 
 __all__ = [
-    "UnifiedDecoder", "block_groups", "attention_mask", "make_training_batch", "sot_loss",
-    "unmask_schedule", "generate_image", "generate", "train_model",
+    "UnifiedDecoder", "block_groups", "attention_mask", "EncodedRecords", "make_training_batch", "sot_loss",
+    "unmask_schedule", "generate_image", "generate", "stacked_forward", "train_models", "train_model",
 ]
 
 PAD, MASK, ASSEMBLY = TOK["PAD"], TOK["MASK"], TOK["ASSEMBLY"]
@@ -100,50 +100,121 @@ def attention_mask(group, noisy, valid) -> torch.Tensor:
     return m | (eye & ~valid[:, :, None])
 
 
-def make_training_batch(records, rng: np.random.Generator, t_min: float = 0.05):
-    """Training tensors for records ``[(seq, is_img), ...]``: each clean sequence followed by a
-    noisy copy of one of its image blocks (drawn uniformly), a fraction ``t ~ U(t_min, 1)`` of its
-    tokens replaced by MASK (at least one). Returns ids, positions, mask and the loss targets: ``text_target`` (the next
-    text token, predicted at the position before it; -1 elsewhere) and ``img_target`` (the clean
-    token at each masked position of a noisy copy; -1 elsewhere)."""
-    rows = []
-    for seq, is_img in records:
-        seq, is_img = np.asarray(seq), np.asarray(is_img, bool)
-        g, n = block_groups(is_img), len(seq)
-        text_t = np.full(n, -1)
-        nxt = np.arange(1, n)
-        text_t[:-1] = np.where(~is_img[nxt] & (nxt >= 2), seq[nxt], -1)
-        ids, pos, grp, noisy, img_t = [seq], [np.arange(n)], [g], [np.zeros(n, bool)], [np.full(n, -1)]
-        for start in [rng.choice(np.unique(g[is_img]))]:
-            blk = seq[start:start + IMG_LEN]
-            t = rng.uniform(t_min, 1.0)
-            masked = rng.random(IMG_LEN) < t
-            masked[rng.integers(IMG_LEN)] = True
-            ids.append(np.where(masked, MASK, blk))
-            pos.append(np.arange(start, start + IMG_LEN))
-            grp.append(np.full(IMG_LEN, start))
-            noisy.append(np.ones(IMG_LEN, bool))
-            img_t.append(np.where(masked, blk, -1))
-        rows.append([np.concatenate(a) for a in (ids, pos, grp, noisy, img_t)] + [text_t])
-    L = max(len(r[0]) for r in rows)
+class EncodedRecords:
+    """Training records ``[(seq, is_img), ...]`` encoded once as padded arrays, so that a batch is a few
+    array operations instead of a Python loop over records: ``seq`` and ``text_target`` ``(N, L)``
+    (the next text token at the position before it, from position 1 on; -1 elsewhere), ``group``
+    (:func:`block_groups`), ``length``, ``final_start`` (the first token of the final image block) and
+    ``state_starts`` ``(N, S)`` (the first tokens of the other image blocks, the SoT states; -1 pads),
+    ``n_states``."""
 
-    def pad(i, fill):
-        return torch.as_tensor(np.stack([np.pad(r[i], (0, L - len(r[i])), constant_values=fill) for r in rows]))
+    def __init__(self, records):
+        n, L = len(records), max(len(seq) for seq, _ in records)
+        self.length = np.array([len(seq) for seq, _ in records])
+        self.seq = np.full((n, L), PAD)
+        self.group = np.zeros((n, L), int)
+        self.text_target = np.full((n, L), -1)
+        starts = []
+        for r, (seq, is_img) in enumerate(records):
+            seq, is_img = np.asarray(seq), np.asarray(is_img, bool)
+            m = len(seq)
+            g = block_groups(is_img)
+            self.seq[r, :m], self.group[r, :m] = seq, g
+            nxt = np.arange(1, m)
+            self.text_target[r, :m - 1] = np.where(~is_img[nxt] & (nxt >= 2), seq[nxt], -1)
+            starts.append(np.unique(g[is_img]))
+        self.final_start = np.array([st[-1] for st in starts])
+        self.n_states = np.array([len(st) - 1 for st in starts])
+        self.state_starts = np.full((n, max(1, self.n_states.max())), -1)
+        for r, st in enumerate(starts):
+            self.state_starts[r, :len(st) - 1] = st[:-1]
 
-    ids, pos, grp, noisy, img_t = pad(0, PAD), pad(1, 0), pad(2, L + 1), pad(3, False), pad(4, -1)
-    text_t = torch.as_tensor(np.stack([np.pad(r[5], (0, L - len(r[5])), constant_values=-1) for r in rows]))
-    valid = torch.as_tensor(np.stack([np.arange(L) < len(r[0]) for r in rows]))
-    return dict(ids=ids, pos=pos, mask=attention_mask(grp, noisy, valid), text_target=text_t, img_target=img_t)
+    def __len__(self):
+        return len(self.length)
 
 
-def sot_loss(logits, batch, w_ce: float = 1.0, w_img: float = 1.0) -> torch.Tensor:
+def make_training_batch(records, rng: np.random.Generator, t_min: float = 0.05, idx=None,
+                        final_always: bool = True):
+    """Training tensors for records ``[(seq, is_img), ...]`` (or an :class:`EncodedRecords` and the
+    row indices ``idx`` to draw): each clean sequence followed by noisy copies of its image blocks, a
+    fraction ``t ~ U(t_min, 1)`` of each copy's tokens replaced by MASK (at least one).
+
+    Which blocks (image-block matching): with ``final_always`` the final image block every time, plus
+    one of the intermediate states drawn uniformly for a record that has them (SoT), so SoT's final
+    image is trained as often as direct generation's only image; without it, one block drawn
+    uniformly among all of the record's blocks (the earlier scheme, final image 1/(k+2) of the time).
+    Returns ids, positions, mask and the loss targets: ``text_target`` (the next text token, predicted
+    at the position before it; -1 elsewhere) and ``img_target`` (the clean token at each masked
+    position of a noisy copy; -1 elsewhere)."""
+    enc = records if isinstance(records, EncodedRecords) else EncodedRecords(records)
+    idx = np.arange(len(enc)) if idx is None else np.asarray(idx)
+    B = len(idx)
+    length, n_states = enc.length[idx], enc.n_states[idx]
+    if final_always:  # noisy copy 0: the final image; copy 1: a state, where there is one
+        pick = np.minimum((rng.random(B) * n_states).astype(int), np.maximum(n_states - 1, 0))
+        starts = np.stack([enc.final_start[idx], enc.state_starts[idx, pick]], 1)
+        n_noisy = 1 + (n_states > 0)
+    else:  # one block among the states and the final image
+        pick = (rng.random(B) * (n_states + 1)).astype(int)
+        all_starts = np.concatenate([enc.state_starts[idx], np.full((B, 1), -1)], 1)
+        all_starts[np.arange(B), n_states] = enc.final_start[idx]
+        starts = np.stack([all_starts[np.arange(B), pick], np.full(B, -1)], 1)
+        n_noisy = np.ones(B, int)
+    t = rng.uniform(t_min, 1.0, size=(B, 2))
+    masked = rng.random((B, 2, IMG_LEN)) < t[..., None]
+    masked[np.arange(B)[:, None], np.arange(2)[None], rng.integers(IMG_LEN, size=(B, 2))] = True
+    total = length + IMG_LEN * n_noisy
+    L = int(total.max())
+    Ls = min(L, enc.seq.shape[1])
+    ids = np.full((B, L), PAD)
+    pos = np.zeros((B, L), int)
+    grp = np.full((B, L), L + 1)
+    noisy = np.zeros((B, L), bool)
+    img_t = np.full((B, L), -1)
+    text_t = np.full((B, L), -1)
+    clean_cols = np.arange(Ls)[None] < length[:, None]
+    ids[:, :Ls] = np.where(clean_cols, enc.seq[idx, :Ls], PAD)
+    pos[:, :Ls] = np.where(clean_cols, np.arange(Ls)[None], 0)
+    grp[:, :Ls] = np.where(clean_cols, enc.group[idx, :Ls], L + 1)
+    text_t[:, :Ls] = np.where(clean_cols, enc.text_target[idx, :Ls], -1)
+    j = np.arange(IMG_LEN)
+    for c in range(2):
+        rows = np.nonzero(n_noisy > c)[0]
+        st = starts[rows, c]
+        cols = (length[rows] + c * IMG_LEN)[:, None] + j
+        blk = enc.seq[idx[rows]][np.arange(len(rows))[:, None], st[:, None] + j]
+        m = masked[rows, c]
+        r2 = rows[:, None]
+        ids[r2, cols] = np.where(m, MASK, blk)
+        pos[r2, cols] = st[:, None] + j
+        grp[r2, cols] = st[:, None]
+        noisy[r2, cols] = True
+        img_t[r2, cols] = np.where(m, blk, -1)
+    valid = torch.as_tensor(np.arange(L)[None] < total[:, None])
+    grp_t, noisy_t = torch.as_tensor(grp), torch.as_tensor(noisy)
+    return dict(ids=torch.as_tensor(ids), pos=torch.as_tensor(pos), mask=attention_mask(grp_t, noisy_t, valid),
+                text_target=torch.as_tensor(text_t), img_target=torch.as_tensor(img_t))
+
+
+def _masked_ce(logits, target, lo: int, hi: int):
+    """Mean cross-entropy of ``logits[..., lo:hi]`` against ``target - lo`` over the positions where
+    ``target >= 0`` (0 where there are none); written with masks, not boolean indexing, so that it
+    runs under ``torch.func.vmap``."""
+    keep = target >= 0
+    logp = F.log_softmax(logits[..., lo:hi], -1)
+    nll = -logp.gather(-1, torch.where(keep, target - lo, 0)[..., None])[..., 0]
+    return (nll * keep).sum() / keep.sum().clamp(min=1)
+
+
+def sot_loss(logits, batch, w_ce: float = 1.0, w_img: float = 1.0, parts: bool = False):
     """L = w_ce CE_text + w_img CE_img (the release loss w_ce CE + w_mse MSE, both weights 1, with
     the flow-matching MSE replaced by cross-entropy on masked image tokens). Text logits are
-    restricted to the text vocabulary, image logits to the 16 patch codes."""
-    tt, it = batch["text_target"], batch["img_target"]
-    ce_text = F.cross_entropy(logits[tt >= 0][:, :N_TEXT], tt[tt >= 0]) if (tt >= 0).any() else 0.0
-    ce_img = F.cross_entropy(logits[it >= 0][:, IMG0:IMG0 + 16], it[it >= 0] - IMG0)
-    return w_ce * ce_text + w_img * ce_img
+    restricted to the text vocabulary, image logits to the 16 patch codes; each CE is the mean over
+    its labelled positions. With ``parts`` also returns ``(ce_text, ce_img)``."""
+    ce_text = _masked_ce(logits, batch["text_target"], 0, N_TEXT)
+    ce_img = _masked_ce(logits, batch["img_target"], IMG0, IMG0 + 16)
+    loss = w_ce * ce_text + w_img * ce_img
+    return (loss, (ce_text, ce_img)) if parts else loss
 
 
 def unmask_schedule(n_tokens: int, rounds: int) -> list[int]:
@@ -248,26 +319,111 @@ def generate(model, variant: str, prompts, *, img_rounds: int, img_temperature: 
     return out
 
 
-def train_model(records, *, steps: int, batch_size: int = 32, lr: float = 3e-3, d: int = 64,
-                n_layer: int = 2, seed: int = 0, warmup: int = 50, device: str = "cpu"):
-    """Train a :class:`UnifiedDecoder` on batches of ``records`` drawn with ``default_rng(seed)``:
-    AdamW (betas 0.9, 0.95, as the release), linear warm-up then cosine decay to 5% of ``lr``,
-    gradient-norm clip 1.0. The model (initialised on the CPU) and its batches live on ``device``.
-    Returns the model and the loss per step."""
-    model = UnifiedDecoder(d=d, n_layer=n_layer, seed=seed).to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.01)
-    rng = np.random.default_rng(seed)
-    losses = []
+def stacked_forward(params, ids, pos, mask, n_head: int = 4):
+    """:class:`UnifiedDecoder`'s forward for ``S`` models at once: ``params`` are their parameters
+    stacked along a leading seed axis (``torch.func.stack_module_state``), ``ids``/``pos`` are
+    ``(S, B, L)`` and ``mask`` ``(S, B, L, L)``. Linear layers are batched matrix products over the
+    seed axis and attention folds the seeds into torch's fused kernel's batch (``torch.func.vmap``
+    would run that kernel once per seed: it has no batching rule). Returns ``(S, B, L, V)``."""
+    S, B, L = ids.shape
+    seed = torch.arange(S, device=ids.device)[:, None, None]
+
+    def linear(x, name):
+        return torch.einsum("sbli,soi->sblo", x, params[name + ".weight"]) + params[name + ".bias"][:, None, None]
+
+    def norm(x, name):
+        return (F.layer_norm(x, x.shape[-1:]) * params[name + ".weight"][:, None, None]
+                + params[name + ".bias"][:, None, None])
+
+    x = params["tok.weight"][seed, ids] + params["pos.weight"][seed, pos]
+    d = x.shape[-1]
+    n_layer = len({key.split(".")[1] for key in params if key.startswith("layers.")})
+    for i in range(n_layer):
+        pre = f"layers.{i}."
+        qkv = linear(norm(x, pre + "ln1"), pre + "qkv").view(S * B, L, 3, n_head, d // n_head)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4)
+        a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask.reshape(S * B, 1, L, L))
+        x = x + linear(a.transpose(1, 2).reshape(S, B, L, d), pre + "out")
+        h = F.gelu(linear(norm(x, pre + "ln2"), pre + "mlp.0"))
+        x = x + linear(h, pre + "mlp.2")
+    return linear(norm(x, "norm"), "head")
+
+
+def _pad_batch(batch, L: int):
+    """Right-pad a batch of :func:`make_training_batch` to length ``L`` (padding ids PAD, no targets,
+    each padding query attending to itself only, as the mask does for padding)."""
+    n = L - batch["ids"].shape[1]
+    if n == 0:
+        return batch
+    out = {key: F.pad(batch[key], (0, n), value=PAD if key == "ids" else (0 if key == "pos" else -1))
+           for key in ("ids", "pos", "text_target", "img_target")}
+    B, L0 = batch["ids"].shape
+    mask = torch.zeros(B, L, L, dtype=torch.bool)
+    mask[:, :L0, :L0] = batch["mask"]
+    mask[:, torch.arange(L0, L), torch.arange(L0, L)] = True
+    out["mask"] = mask
+    return out
+
+
+def train_models(records_per_seed, seeds, *, steps: int, batch_size: int = 32, lr: float = 3e-3,
+                 d: int = 64, n_layer: int = 2, warmup: int = 50, device: str = "cpu",
+                 final_always: bool = True):
+    """Train one :class:`UnifiedDecoder` per seed, all at once: the seeds' models are stacked
+    (``torch.func.stack_module_state``) and run as one batched model (:func:`stacked_forward`; the
+    per-seed losses by ``torch.func.vmap``), each on batches of its own records drawn with
+    ``default_rng(seed)``.
+    Per seed this is exactly the single-model recipe: AdamW (betas 0.9, 0.95, decay 0.01, as the
+    release; elementwise, so stacking changes nothing), linear warm-up then cosine decay to 5% of
+    ``lr``, gradient-norm clip 1.0 computed per seed. Returns the models and the loss per seed and step
+    (``(n_seeds, steps)``)."""
+    from torch.func import stack_module_state, vmap
+
+    models = [UnifiedDecoder(d=d, n_layer=n_layer, seed=seed) for seed in seeds]
+    params, _ = stack_module_state(models)
+    params = {key: value.to(device).detach().requires_grad_() for key, value in params.items()}
+    per_seed_loss = vmap(lambda logits, text_target, img_target: sot_loss(
+        logits, dict(text_target=text_target, img_target=img_target)))
+    encoded = [EncodedRecords(records) for records in records_per_seed]
+    rngs = [np.random.default_rng(seed) for seed in seeds]
+    opt = torch.optim.AdamW(params.values(), lr=lr, betas=(0.9, 0.95), weight_decay=0.01)
+    losses = np.zeros((len(seeds), steps))
     for step in range(steps):
         scale = min(1.0, (step + 1) / warmup) * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * step / steps)))
         for group in opt.param_groups:
             group["lr"] = lr * scale
-        batch = make_training_batch([records[i] for i in rng.integers(len(records), size=batch_size)], rng)
-        batch = {key: value.to(device) for key, value in batch.items()}
-        loss = sot_loss(model(batch["ids"], batch["pos"], batch["mask"]), batch)
+        batches = []
+        for enc, rng in zip(encoded, rngs):
+            batches.append(make_training_batch(enc, rng, idx=rng.integers(len(enc), size=batch_size),
+                                               final_always=final_always))
+        L = max(b["ids"].shape[1] for b in batches)
+        batches = [_pad_batch(b, L) for b in batches]
+        stacked = {key: torch.stack([b[key] for b in batches]).to(device) for key in batches[0]}
+        logits = stacked_forward(params, stacked["ids"], stacked["pos"], stacked["mask"])
+        loss = per_seed_loss(logits, stacked["text_target"], stacked["img_target"])
         opt.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        loss.sum().backward()  # the seeds' parameters are disjoint: each gets its own loss's gradient
+        with torch.no_grad():  # clip_grad_norm_(max_norm=1) per seed
+            grads = [p.grad for p in params.values()]
+            norm = torch.sqrt(sum((g.reshape(len(seeds), -1) ** 2).sum(1) for g in grads))
+            factor = (1.0 / (norm + 1e-6)).clamp(max=1.0)
+            for g in grads:
+                g.mul_(factor.view(-1, *[1] * (g.dim() - 1)))
         opt.step()
-        losses.append(loss.item())
-    return model, losses
+        losses[:, step] = loss.detach().cpu().numpy()
+    out = []
+    for s in range(len(seeds)):
+        model = UnifiedDecoder(d=d, n_layer=n_layer, seed=seeds[s]).to(device)
+        model.load_state_dict({key: value[s].detach() for key, value in params.items()}, strict=False)
+        out.append(model)
+    return out, losses
+
+
+def train_model(records, *, steps: int, batch_size: int = 32, lr: float = 3e-3, d: int = 64,
+                n_layer: int = 2, seed: int = 0, warmup: int = 50, device: str = "cpu",
+                final_always: bool = True):
+    """Train a :class:`UnifiedDecoder` on batches of ``records`` drawn with ``default_rng(seed)``
+    (:func:`train_models` with one seed): AdamW (betas 0.9, 0.95, as the release), linear warm-up then
+    cosine decay to 5% of ``lr``, gradient-norm clip 1.0. Returns the model and the loss per step."""
+    models, losses = train_models([records], [seed], steps=steps, batch_size=batch_size, lr=lr, d=d,
+                                  n_layer=n_layer, warmup=warmup, device=device, final_always=final_always)
+    return models[0], losses[0].tolist()
