@@ -108,8 +108,10 @@ plt.show()
 # (a linear patch embedding plus a learned position per patch), then the text tokens, then EOS,
 # through causal pre-LN transformer blocks (each token sees only earlier ones; layer normalisation
 # before each sub-layer); the embedding is the last state of EOS scaled to unit length. The
-# teacher reads 6-px patches (a $4 \times 4$ grid, 16 vision tokens), the student 8-px patches
-# ($3 \times 3$, 9 tokens): different grids, as in the paper (28 px against 64 px).
+# teacher reads 6-px patches (a $4 \times 4$ grid, 16 vision tokens), the student 12-px patches
+# ($2 \times 2$, 4 tokens, one per 12-px cell of the scene): different grids, as in the paper (28 px
+# against 64 px), and the student's aligned with the cells, so that no student token straddles two
+# tiles.
 
 # %%
 core.show_source(method.Embedder.forward)
@@ -123,7 +125,7 @@ print("teacher hidden states:", [tuple(h.shape) for h in out_t["hidden"]])
 print("student hidden states:", [tuple(h.shape) for h in out_s["hidden"]])
 print("parameters: teacher", sum(p.numel() for p in teacher.parameters()),
       "student", sum(p.numel() for p in student.parameters()))
-assert out_t["hidden"][0].shape[1] == 16 + task.QUESTION_LEN + 1 and out_s["hidden"][0].shape[1] == 9 + 8
+assert out_t["hidden"][0].shape[1] == 16 + task.QUESTION_LEN + 1 and out_s["hidden"][0].shape[1] == 4 + 8
 assert torch.allclose(out_s["embedding"].norm(dim=-1), torch.ones(4))
 
 # %% [markdown]
@@ -198,10 +200,12 @@ assert labels.tolist() == [0, 0, 0, 1, 1, 1, -1]
 
 # %% [markdown]
 # Each clustered teacher patch's centre lands in one student patch, $(\lfloor x/P_S\rfloor,
-# \lfloor y/P_S\rfloor)$; that student token joins the cluster. With 6-px teacher and 8-px student
-# patches, the centres 3, 9, 15, 21 px fall in student columns 0, 1, 1, 2: a student patch
-# straddling two cells can receive two clusters, and takes the more frequent (ties: the lower
-# label).
+# \lfloor y/P_S\rfloor)$; that student token joins the cluster. With 6-px teacher and 12-px student
+# patches, the centres 3, 9, 15, 21 px fall in student columns 0, 0, 1, 1: each student token
+# receives the four teacher patches of its own cell. A student token hit by two clusters takes the
+# more frequent (ties: the lower label). (An earlier version of this chapter used 8-px student
+# patches, whose middle row and column straddled two cells and so two tiles: part of the mapped
+# targets could not be fitted.)
 
 # %%
 core.show_source(method.map_clusters)
@@ -210,9 +214,9 @@ core.show_source(method.map_clusters)
 teacher_labels = np.full(16, -1)
 teacher_labels[[0, 1, 4, 5]] = 0  # the top-left cell (12 x 12 px) of the image
 teacher_labels[[2, 3, 6, 7]] = 1  # the top-right cell
-mapped = method.map_clusters(teacher_labels, 6, 8)
-print("student labels (3 x 3):\n", mapped.reshape(3, 3))
-assert mapped.tolist() == [0, 0, 1, 0, 0, 1, -1, -1, -1]  # the middle column straddles both cells
+mapped = method.map_clusters(teacher_labels, 6, 12)
+print("student labels (2 x 2):\n", mapped.reshape(2, 2))
+assert mapped.tolist() == [0, 1, -1, -1]  # one student token per cell, each with its cell's cluster
 
 # %% [markdown]
 # ## 6. Within-group weights and group vectors (step 4)

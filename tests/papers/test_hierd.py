@@ -308,6 +308,7 @@ def _hand_results():
                 "hierd_detached": 0.09}
         for method_name, p1 in zip(experiment.METHODS, (c, g, h, nc, dt)):
             rows.append({"seed": seed, "method": method_name, "p_at_1": p1, "in_scene": scene[method_name] - 0.1 * seed,
+                         "p_at_1_probe": p1 - (0.05 if method_name == "global_kd" else 0.01),
                          "structure_gap": gaps[method_name], "seconds": 1.0})
     return {"results": pd.DataFrame(rows),
             "teacher": {"metrics": {"p_at_1": 0.5, "in_scene": 0.7},
@@ -326,7 +327,9 @@ def test_claim_values_hand_made():
     assert v0["h1_beats_contrastive"] == pytest.approx(6.0) and v1["h1_beats_contrastive"] == pytest.approx(0.0)
     assert v0["h2_beats_global_kd"] == pytest.approx(4.0) and v1["h2_beats_global_kd"] == pytest.approx(-1.0)
     assert v0["m1_relations_vs_global_kd"] == pytest.approx(8.0) and v1["m1_relations_vs_global_kd"] == pytest.approx(8.0)
-    assert v0["m2_structure_vs_global_kd"] == pytest.approx(0.5) and v1["m2_structure_vs_global_kd"] == pytest.approx(1.0)
+    assert v0["p5_hierd_fits_structure"] == pytest.approx(0.5) and v1["p5_hierd_fits_structure"] == pytest.approx(1.0)
+    assert v0["p3_distillation_has_room"] == pytest.approx(2.0) and v1["p3_distillation_has_room"] == pytest.approx(1.0)
+    assert v0["p4_students_converged"] == pytest.approx(5.0) and v1["p4_students_converged"] == pytest.approx(5.0)
     assert v0["k1_detached_groups_pass_no_gradient"] == 0.0 and v1["k1_detached_groups_pass_no_gradient"] == 1e-9
     assert v0["x1_coarse_cluster_ari"] == pytest.approx(0.3) and v0["x2_paper_rule_ari"] == pytest.approx(0.2)
 
@@ -335,7 +338,34 @@ def test_profiles_and_bounds():
     keys = {p: set(v) for p, v in experiment.EXPERIMENT_PROFILES.items()}
     assert keys["smoke"] == keys["book"] == keys["paper"]
     assert set(experiment.EXPERIMENT_BOUNDS) == keys["book"] - {"seeds"}
-    assert len(experiment.EXPERIMENT_PROFILES["book"]["seeds"]) >= 3
+    assert len(experiment.EXPERIMENT_PROFILES["book"]["seeds"]) >= 5
+    assert experiment.EXPERIMENT_PROFILES["book"]["seeds"] == load_chapter("hierd")["confirmatory_seeds"]
+
+
+def test_student_patches_align_with_the_scene_cells():
+    """Every student patch lies inside one 12-px cell of the scene (the cells' edges are patch edges)."""
+    for profile in experiment.EXPERIMENT_PROFILES.values():
+        assert task.CELL % profile["student_patch"] == 0
+
+
+def test_method_weights_scale_only_the_distillation_weights():
+    cfg = core.configure(experiment.EXPERIMENT_PROFILES, "smoke", gkd_scale=0.2, hierd_scale=5.0)
+    assert experiment.method_weights(cfg, "contrastive") is None
+    gkd, hierd = experiment.method_weights(cfg, "global_kd"), experiment.method_weights(cfg, "hierd")
+    assert (gkd.kd, gkd.cross, gkd.rkd, gkd.tok) == pytest.approx((0.0, 0.0, 0.05, 0.1))
+    assert (hierd.kd, hierd.cross, hierd.rkd, hierd.tok) == pytest.approx((12.5, 12.5, 1.25, 0.1))
+    assert experiment.METHODS["hierd"].kd == 2.5  # the code's weights are left as they are
+
+
+def test_forked_seeds_equal_the_sequential_run_and_the_probe_is_read():
+    """Two worker processes give every seed the same numbers as one process, and the convergence probe
+    (P@1 after the probe share of the steps) is recorded for every student."""
+    kw = dict(n_train=64, n_test=32, seeds=[3, 4], teacher_epochs=1, student_epochs=2, probe_share=0.5)
+    one = experiment.run_experiment(core.configure(experiment.EXPERIMENT_PROFILES, "smoke", workers=1, **kw))
+    two = experiment.run_experiment(core.configure(experiment.EXPERIMENT_PROFILES, "smoke", workers=2, **kw))
+    cols = ["seed", "method", "p_at_1", "in_scene", "p_at_1_probe", "val_p_at_1", "structure_gap"]
+    pd.testing.assert_frame_equal(one["results"][cols], two["results"][cols])
+    assert one["results"]["p_at_1_probe"].notna().all()
 
 
 # ---- exercises ----------------------------------------------------------------------------------
