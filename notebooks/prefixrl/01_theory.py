@@ -212,15 +212,15 @@ assert final.loc["tabular", "p_start"] == 0.25  # never trained, still uniform o
 # - With prefixes of 10 to 18 steps many groups carry a signal, and the no-prefix success should rise
 #   through shared parameters, including at the positions that were never completions.
 # - SFT (supervised fine-tuning: training the model to imitate the traces token by token) on the same
-#   correct traces should be a strong baseline here: the traces are exactly what a correct policy
-#   would write, so imitating them is not harmful. The paper's advantage over SFT-then-RL comes from
-#   traces that are *very* off-policy; our oracle traces (written by the task's generator) are not.
-#   The experiment tests the headline in the paper's own setting anyway, a moderate regime where the
-#   traces are found by rejection sampling the base model (drawing answers until one is correct;
-#   12-step chains, success about $0.6^{12}$) and that compute is charged. The cost of a trace above
-#   ($1/p$ samples, about 500 at $p = 0.6^{12}$, capped at 256) says what to expect of the charge:
-#   finding the traces costs more tokens than 100 small RL steps sample, so within this budget a
-#   method that pays for them cannot be much faster than another that pays the same.
+#   correct traces may be a strong baseline: the paper's advantage over SFT-then-RL comes from traces
+#   that are *very* off-policy, which imitation handles badly. The experiment therefore gives every
+#   problem two valid strategies and takes the traces from another "model family" that uses the
+#   strategy our base model rarely writes (about one answer in ten), so the traces are off-policy in
+#   their strategy, not only in their rarity. Every arm is charged for its compute the same way
+#   (sampled tokens, and three times the tokens of every update, SFT epochs included, with the
+#   rejection sampling that found the traces), and the room each headline has is computed before
+#   it is judged: a ratio of 3 in success needs SFT-then-RL below a third, a ratio of 2 in compute
+#   needs SFT-then-RL to spend at least twice what PrefixRL spends at its first evaluation.
 #
 # ## Summary
 #

@@ -53,24 +53,36 @@ def test_problems_split_and_prompts():
 
 def test_correct_traces_follow_the_rule():
     T = task.STEP_TABLE
+    A, B = task.MARKS
     y1 = T[3, 5]
     y2 = T[y1, 4]
     y3 = T[y2, 5]
-    assert task.correct_traces(np.array([[3, 4, 5]]), 4).tolist() == [[y1, y2, y3, T[y3, 4]]]  # d1, d0, d1, d0
+    assert task.correct_traces(np.array([[3, 4, 5]]), 4).tolist() == [[A, y1, y2, y3]]  # mark, then d1, d0, d1
+    z1 = T[4, 5]  # strategy B starts from d0
+    assert task.correct_traces(np.array([[3, 4, 5]]), 3, strategy=1).tolist() == [[B, z1, T[z1, 4]]]
     problems = task.all_problems()
-    y = task.correct_traces(problems, 9)
-    prev = problems[:, 0]
-    for t in range(1, 10):
-        assert np.array_equal(y[:, t - 1], task.STEP_TABLE[prev, problems[:, 1 + t % 2]])
-        prev = y[:, t - 1]
+    for strategy, start in ((0, 0), (1, 1)):
+        y = task.correct_traces(problems, 9, strategy)
+        assert (y[:, 0] == task.MARKS[strategy]).all()
+        prev = problems[:, start]
+        for t in range(1, 9):
+            assert np.array_equal(y[:, t], task.STEP_TABLE[prev, problems[:, 1 + t % 2]])
+            prev = y[:, t]
+    a, b, same = task.both_traces(problems, 9)
+    assert not same.any() and np.array_equal(a, task.correct_traces(problems, 9)) and np.array_equal(
+        b, task.correct_traces(problems, 9, 1))
 
 
 def test_noisy_traces_corrupt_at_rate_eps_and_continue_from_the_corruption():
     rng = np.random.default_rng(0)
     problems = task.all_problems()[rng.integers(0, 1000, size=4000)]
     eps = 0.4
-    y = task.noisy_traces(problems, 10, eps, rng)
-    prev = np.concatenate([problems[:, :1], y[:, :-1]], axis=1)
+    strategies = (rng.random(4000) < 0.3).astype(int)
+    y = task.noisy_traces(problems, 11, eps, rng, strategies)
+    assert np.array_equal(y[:, 0], np.asarray(task.MARKS)[strategies])  # the mark is never corrupted
+    start = problems[np.arange(4000), strategies][:, None]  # A from v0, B from d0
+    prev = np.concatenate([start, y[:, 1:-1]], axis=1)
+    y = y[:, 1:]
     rule = task.STEP_TABLE[prev, problems[:, [1 + t % 2 for t in range(1, 11)]]]
     corrupted = y != rule
     assert corrupted.mean() == pytest.approx(eps, abs=0.01)
@@ -80,8 +92,11 @@ def test_noisy_traces_corrupt_at_rate_eps_and_continue_from_the_corruption():
     counts = np.bincount(offsets, minlength=10)
     assert counts[0] == 0 and np.all(np.abs(counts[1:] / corrupted.sum() - 1 / 9) < 0.01)
     assert np.array_equal(task.noisy_traces(problems[:5], 10, 0.0, rng), task.correct_traces(problems[:5], 10))
-    assert task.noise_floor(0.0) == 0.0 and task.noise_floor(0.4) == pytest.approx(
-        -(0.6 * math.log(0.6) + 0.4 * math.log(0.4 / 9)))
+    step = -(0.6 * math.log(0.6) + 0.4 * math.log(0.4 / 9))
+    assert task.noise_floor(0.0) == 0.0 and task.noise_floor(0.4) == pytest.approx(step)
+    mark = -(0.1 * math.log(0.1) + 0.9 * math.log(0.9))
+    assert task.noise_floor(0.4, 20, 0.1) == pytest.approx((19 * step + mark) / 20)
+    assert task.noise_floor(0.4, 20, 0.0) == pytest.approx(19 * step / 20)
 
 
 # ---- exact evaluation -------------------------------------------------------------------------
@@ -112,15 +127,18 @@ def test_exact_pass_at_1_matches_sampling():
     start = torch.as_tensor(task.prompts(problems)).repeat_interleave(n, 0)
     out, logprob = sample(model, start, L, eos_id=task.NO_EOS, pad_id=task.SEP,
                           generator=torch.Generator().manual_seed(0))
-    truth = torch.as_tensor(task.correct_traces(problems, L)).repeat_interleave(n, 0)
-    hit = (out == truth).all(1)
+    hits = [(out == torch.as_tensor(task.correct_traces(problems, L, s)).repeat_interleave(n, 0)).all(1)
+            for s in task.STRATEGIES]
+    hit = hits[0] | hits[1]  # either strategy's trace is correct
     mc = hit.float().reshape(20, n).mean(1).numpy()
     se = math.sqrt(exact.mean() / (20 * n))
     assert abs(mc.mean() - exact.mean()) < 4 * se
-    # a sampled correct completion has exactly the log-probability pass_at_1 gives
-    rows = torch.nonzero(hit).squeeze(1)
-    assert len(rows) > 0
-    assert np.allclose(logprob[rows].numpy(), np.log(exact[rows.numpy() // n]), atol=1e-4)
+    # a sampled correct completion has exactly the log-probability of its strategy's trace
+    for s, h in zip(task.STRATEGIES, hits):
+        rows = torch.nonzero(h).squeeze(1)
+        assert len(rows) > 0
+        own = task.correct_step_probs(model, problems, L, strategy=s).prod(1)
+        assert np.allclose(logprob[rows].numpy(), np.log(own[rows.numpy() // n]), atol=1e-4)
 
 
 def test_pass_at_1_with_prefix_uses_only_later_steps():
@@ -128,9 +146,13 @@ def test_pass_at_1_with_prefix_uses_only_later_steps():
     problems = task.all_problems()[:30]
     L = 6
     probs = task.correct_step_probs(model, problems, L)
+    probs_b = task.correct_step_probs(model, problems, L, strategy=1)
     assert probs.shape == (30, L) and np.all((probs > 0) & (probs < 1))
-    for h in range(L):
+    # no prefix: either trace; a prefix holds the mark, so only its own strategy's trace completes it
+    assert np.allclose(task.pass_at_1(model, problems, L), probs.prod(1) + probs_b.prod(1))
+    for h in range(1, L):
         assert np.allclose(task.pass_at_1(model, problems, L, prefix_len=h), probs[:, h:].prod(1))
+        assert np.allclose(task.pass_at_1(model, problems, L, prefix_len=h, prefix_strategy=1), probs_b[:, h:].prod(1))
     assert np.allclose(task.step_accuracy(model, problems, L), probs.mean(0))
     curve = task.prefix_curve(model, problems, L)
     assert curve.shape == (L,) and curve[0] == pytest.approx(probs.prod(1).mean())
@@ -150,9 +172,9 @@ def test_rollouts_sample_exactly_the_completion():
     model = tiny_model(3)
     problems = task.all_problems()[[7, 123, 999]]
     L, h, G = 6, 2, 5
-    ids, mask, rewards = task.rollouts(model, problems, h, G, L, torch.Generator().manual_seed(0))
+    ids, mask, rewards = task.rollouts(model, problems, h, G, L, torch.Generator().manual_seed(0), strategy=1)
     assert ids.shape == (15, 5 + L) and mask.shape == ids.shape and rewards.shape == (3, G)
-    truth = task.correct_traces(problems, L)
+    truth = task.correct_traces(problems, L, 1)
     expected_prefix = np.repeat(task.sequences(problems, truth[:, :h]), G, axis=0)
     assert np.array_equal(ids[:, : 5 + h].numpy(), expected_prefix)
     assert not mask[:, : 5 + h].any() and mask[:, 5 + h:].all()
@@ -161,6 +183,12 @@ def test_rollouts_sample_exactly_the_completion():
     # a prefix of length L - 1 leaves one token; h outside 0..L-1 is refused
     ids, mask, _ = task.rollouts(model, problems, L - 1, 2, L, torch.Generator().manual_seed(1))
     assert mask.sum().item() == 3 * 2
+    # no prefix: a sample equal to either strategy's trace is rewarded
+    ids, _, rewards = task.rollouts(model, problems, 0, 300, 2, torch.Generator().manual_seed(3))
+    both = [np.repeat(task.correct_traces(problems, 2, s), 300, axis=0) for s in task.STRATEGIES]
+    expected = (ids[:, 5:].numpy() == both[0]).all(1) | (ids[:, 5:].numpy() == both[1]).all(1)
+    assert np.array_equal(rewards.reshape(-1).numpy(), expected.astype(float))
+    assert all(((ids[:, 5:].numpy() == b).all(1)).any() for b in both)  # both strategies were hit
     with pytest.raises(ValueError):
         task.rollouts(model, problems, L, 2, L, torch.Generator().manual_seed(2))
 
@@ -178,7 +206,7 @@ def test_rl_step_moves_the_model_only_when_some_group_has_signal():
     stats = method.rl_step(model, opt, problems, 0, rl_cfg(8), torch.Generator().manual_seed(0),
                            rollouts=task.rollouts)
     assert stats["share_nonzero"] == 0.0 and stats["mean_reward"] == 0.0 and stats["loss"] == 0.0
-    assert stats["sampled_tokens"] == 16 * 8 * 8
+    assert stats["sampled_tokens"] == 16 * 8 * 8 and stats["trained_tokens"] == 16 * 8 * (5 + 8)
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
     # one step left to guess: some groups are mixed
     stats = method.rl_step(model, opt, problems, 7, rl_cfg(8), torch.Generator().manual_seed(0),
@@ -250,6 +278,7 @@ def test_iw_offpolicy_step_learns_from_the_trace_when_every_rollout_fails():
     stats = baselines.iw_offpolicy_step(model, opt, problems, behaviour, rl_cfg(L), torch.Generator().manual_seed(0))
     assert stats["share_nonzero"] == 1.0 and stats["mean_reward"] == 0.0
     assert stats["sampled_tokens"] == 16 * 7 * L  # the trace is not sampled
+    assert stats["trained_tokens"] == 16 * 8 * (5 + L)  # but it is trained on
     after = float(token_logprobs(model, truth)[:, task.PROMPT_LEN - 1:].sum().detach())
     assert after > before  # the update pushes the trace up
     # with the trace's weights at 0 (mu huge) the trace contributes nothing: only rollouts push down
@@ -270,7 +299,8 @@ def tiny_run():
     from replib import core
 
     # the smoke base model (60 steps), so that rejection sampling finds traces for the moderate regime
-    cfg = core.configure(experiment.EXPERIMENT_PROFILES, "smoke", rl_steps=2, eval_every=1, sft_epochs=2)
+    cfg = core.configure(experiment.EXPERIMENT_PROFILES, "smoke", rl_steps=2, moderate_rl_steps=2, eval_every=1,
+                         sft_epochs=2)
     return cfg, experiment.run_experiment(cfg), experiment.run_experiment(cfg)
 
 
@@ -285,7 +315,8 @@ def test_pipeline_gives_every_declared_claim_and_is_deterministic(tiny_run):
     for key in ("evals", "steps", "profiles", "prefix_curves", "losses", "base"):
         pd.testing.assert_frame_equal(first[key], again[key])
     evals = first["evals"]
-    assert list(evals.columns) == ["seed", "regime", "method", "step", "tokens", "heldout_pass", "train_pass"]
+    assert list(evals.columns) == ["seed", "regime", "method", "step", "tokens", "compute", "heldout_pass",
+                                   "heldout_pass_b", "train_pass"]
     assert set(evals[evals.regime == "starved"].method) == set(cfg.methods)
     assert set(evals[evals.regime == "moderate"].method) == set(cfg.moderate_methods)
     assert sorted(evals[evals.method == "sft_rl"].step) == [0, 1, 2]
@@ -309,6 +340,16 @@ def test_pipeline_gives_every_declared_claim_and_is_deterministic(tiny_run):
     assert start["prefixrl"] == pytest.approx(base.moderate_heldout_pass) == start["iw_offpolicy"]
     assert start["sft_rl"] == pytest.approx(base.sft_heldout_pass)
     assert 0 < base.traces_found <= 1 and base.rs_tokens >= cfg.n_train * cfg.moderate_L
+    # compute: rejection sampling charged to every trace method, SFT to SFT-then-RL, then every RL step
+    start = evals[(evals.step == 0) & (evals.regime == "moderate")].set_index("method").compute
+    assert start["prefixrl"] == base.rs_compute == start["iw_offpolicy"] == base.rs_tokens
+    assert start["sft_rl"] == pytest.approx(base.rs_compute + base.sft_compute)
+    assert base.sft_compute == experiment.TRAIN_COST * cfg.sft_epochs * (base.traces_found * cfg.n_train) * (
+        5 + cfg.moderate_L)
+    st = steps[(steps.regime == "moderate")]
+    assert (st.compute.diff()[st.step > 1] > 0).all()
+    row = st[(st.method == "prefixrl") & (st.step == 1)].iloc[0]
+    assert row.compute == base.rs_compute + row.sampled_tokens + experiment.TRAIN_COST * row.trained_tokens
     assert values[0]["m3_base_pass1"] == pytest.approx(base.heldout_pass)
     assert values[0]["p3_moderate_not_hopeless"] == pytest.approx(base.moderate_heldout_pass)
     # the premise c1b is the exact group-signal share of the base model, a small number on hard problems
@@ -324,8 +365,9 @@ def test_claims_of_missing_methods_are_nan(tiny_run):
     only["evals"] = first["evals"][keep]
     only["base"] = first["base"].drop(columns=["sft_fit"])
     values = experiment.claim_values(only, cfg)[0]
-    for key in ("p2_sft_converged_moderate", "c2b_vs_offpolicy_iw", "m1_final_ratio_vs_sft_rl_moderate",
-                "m2_speed_vs_sft_rl_moderate"):
+    for key in ("p2_sft_converged_other_strategy", "c2b_vs_offpolicy_iw_other_strategy",
+                "m1_equal_compute_ratio_vs_sft_rl", "m2_speed_vs_sft_rl_other_strategy", "h1_headroom_m1",
+                "h2_headroom_m2"):
         assert math.isnan(values[key])
     assert not math.isnan(values["c1a_signal_prefixrl"]) and not math.isnan(values["c3_back_generalization"])
 
@@ -336,28 +378,34 @@ def hand_made_results():
     (the moderate regime's profiles, a starved grpo run) are there as distractors."""
     cfg = SimpleNamespace(seeds=[0, 1], L=4, moderate_L=3, methods=["prefixrl", "grpo"],
                           moderate_methods=["prefixrl", "sft_rl", "iw_offpolicy"])
-    ev = {  # seed: {(regime, method): [(step, tokens, heldout_pass, train_pass)]}
-        0: {("starved", "prefixrl"): [(0, 0, 0.0, 0.0), (10, 100, 0.02, 0.1), (20, 200, 0.06, 0.4)],
-            ("starved", "grpo"): [(0, 0, 0.0, 0.0), (20, 400, 0.5, 0.5)],
-            ("moderate", "prefixrl"): [(0, 0, 0.01, 0.01), (10, 100, 0.05, 0.1), (20, 200, 0.09, 0.4)],
-            ("moderate", "sft_rl"): [(0, 0, 0.02, 0.1), (10, 150, 0.025, 0.16), (20, 300, 0.03, 0.3)],
-            ("moderate", "iw_offpolicy"): [(0, 0, 0.01, 0.01), (10, 140, 0.02, 0.02), (20, 280, 0.04, 0.05)]},
-        1: {("starved", "prefixrl"): [(30, 300, 0.12, 0.5), (0, 0, 0.001, 0.002), (10, 100, 0.03, 0.05),
-                                      (20, 200, 0.08, 0.2)],  # unsorted
-            ("moderate", "prefixrl"): [(0, 0, 0.01, 0.01), (10, 100, 0.02, 0.02), (20, 200, 0.03, 0.04)],
-            ("moderate", "sft_rl"): [(0, 0, 0.2, 0.3), (10, 150, 0.3, 0.4), (20, 300, 0.4, 0.5)],
-            ("moderate", "iw_offpolicy"): [(0, 0, 0.01, 0.01), (10, 140, 0.01, 0.01), (20, 280, 0.01, 0.01)]},
+    ev = {  # seed: {(regime, method): [(step, compute, heldout_pass, heldout_pass_b, train_pass)]}
+        0: {("starved", "prefixrl"): [(0, 0, 0.0, 0.0, 0.0), (10, 100, 0.02, 0.0, 0.1), (20, 200, 0.06, 0.0, 0.4)],
+            ("starved", "grpo"): [(0, 0, 0.0, 0.0, 0.0), (20, 400, 0.5, 0.0, 0.5)],
+            ("moderate", "prefixrl"): [(0, 1000, 0.01, 0.0, 0.01), (10, 1100, 0.05, 0.01, 0.1),
+                                       (20, 1200, 0.09, 0.03, 0.4)],
+            ("moderate", "sft_rl"): [(0, 1150, 0.02, 0.02, 0.1), (10, 1300, 0.025, 0.02, 0.16),
+                                     (20, 1450, 0.03, 0.03, 0.3)],
+            ("moderate", "iw_offpolicy"): [(0, 1000, 0.01, 0.0, 0.01), (10, 1140, 0.02, 0.0, 0.02),
+                                           (20, 1280, 0.04, 0.0, 0.05)]},
+        1: {("starved", "prefixrl"): [(30, 300, 0.12, 0.0, 0.5), (0, 0, 0.001, 0.0, 0.002), (10, 100, 0.03, 0.0, 0.05),
+                                      (20, 200, 0.08, 0.0, 0.2)],  # unsorted
+            ("moderate", "prefixrl"): [(0, 50, 0.01, 0.0, 0.01), (10, 150, 0.02, 0.02, 0.02), (20, 250, 0.03, 0.0, 0.04)],
+            ("moderate", "sft_rl"): [(0, 500, 0.2, 0.1, 0.3), (10, 650, 0.3, 0.1, 0.4), (20, 800, 0.4, 0.1, 0.5)],
+            ("moderate", "iw_offpolicy"): [(0, 50, 0.01, 0.0, 0.01), (10, 190, 0.01, 0.0, 0.01),
+                                           (20, 330, 0.01, 0.0, 0.01)]},
     }
-    evals = pd.DataFrame([dict(seed=seed, regime=r, method=m, step=s, tokens=t, heldout_pass=hp, train_pass=tp)
+    evals = pd.DataFrame([dict(seed=seed, regime=r, method=m, step=s, tokens=c, compute=c, heldout_pass=hp,
+                               heldout_pass_b=hb, train_pass=tp)
                           for seed, by_method in ev.items() for (r, m), rows in by_method.items()
-                          for s, t, hp, tp in rows])
-    shares = {0: {("starved", "prefixrl"): [0.5, 0.3], ("starved", "grpo"): [0.9, 0.9],
-                  ("moderate", "prefixrl"): [1.0, 1.0]},
-              1: {("starved", "prefixrl"): [0.6, 0.8, 1.0], ("moderate", "prefixrl"): [0.0, 0.0]}}
-    steps = pd.DataFrame([dict(seed=seed, regime=r, method=m, step=i + 1, share_nonzero=v, mean_reward=0.0,
+                          for s, c, hp, hb, tp in rows])
+    shares = {0: {("starved", "prefixrl"): [(0.5, 0.9), (0.3, 0.9)], ("starved", "grpo"): [(0.9, 0.9), (0.9, 0.9)],
+                  ("moderate", "prefixrl"): [(1.0, 0.2), (1.0, 0.6)]},
+              1: {("starved", "prefixrl"): [(0.6, 0.9), (0.8, 0.9), (1.0, 0.9)],
+                  ("moderate", "prefixrl"): [(0.0, 0.0), (0.0, 1.0), (0.0, 0.5)]}}
+    steps = pd.DataFrame([dict(seed=seed, regime=r, method=m, step=i + 1, share_nonzero=v, mean_reward=mr,
                                prefix_len=0)
                           for seed, by_method in shares.items() for (r, m), vs in by_method.items()
-                          for i, v in enumerate(vs)])
+                          for i, (v, mr) in enumerate(vs)])
     acc = {0: {("starved", "base"): [0.5, 0.6, 0.9, 0.9], ("starved", "prefixrl"): [0.7, 0.9, 0.5, 0.5],
                ("moderate", "base"): [0.1, 0.1, 0.1], ("moderate", "prefixrl"): [0.9, 0.9, 0.9]},
            1: {("starved", "base"): [0.4, 0.5, 0.6, 0.7], ("starved", "prefixrl"): [0.45, 0.65, 0.9, 0.9],
@@ -382,43 +430,67 @@ def test_claim_values_on_hand_made_results():
     want = {
         0: {
             "p1_base_learns_the_toy": 0.05,  # 1.60 - 1.55
-            "p2_sft_converged_moderate": 0.97,
+            "p2_sft_converged_other_strategy": 0.97,
             "p3_moderate_not_hopeless": 2e-3,
+            "p4_prefixrl_learns_prefixed": 0.4,  # moderate prefixrl's mean reward, mean(0.2, 0.6)
+            # common budget min(1200, 1450): sft_rl's last evaluation within it is step 0 (0.02)
+            "h1_headroom_m1": 1 / 0.02,
+            # level 0.5 * min(0.4, 0.3) = 0.15: sft_rl first at 1300; prefixrl's first evaluation 1100
+            "h2_headroom_m2": 1300 / 1100,
             "c1a_signal_prefixrl": 0.4,  # starved prefixrl only: mean(0.5, 0.3)
             "c1b_signal_grpo": 2e-4,  # the exact share, not the (distractor) grpo run
             "c2a_progress": 0.06,  # starved prefixrl's final held-out pass
-            "c2b_vs_offpolicy_iw": 0.05,  # moderate: 0.09 - 0.04
+            "c2b_vs_offpolicy_iw_other_strategy": 0.05,  # moderate: 0.09 - 0.04
             "c3_back_generalization": 0.25,  # mean(0.7 - 0.5, 0.9 - 0.6); all 4 positions: -0.075
-            "m1_final_ratio_vs_sft_rl_moderate": 3.0,  # 0.09 / 0.03
-            # level 0.5 * min(0.4, 0.3) = 0.15: sft_rl first at 150 tokens, prefixrl at 200; plus 1000 rs
-            "m2_speed_vs_sft_rl_moderate": 1150 / 1200,
+            "m1_equal_compute_ratio_vs_sft_rl": 0.09 / 0.02,
+            "m2_speed_vs_sft_rl_other_strategy": 1300 / 1200,  # prefixrl reaches 0.15 at 1200
             "m3_base_pass1": 1e-5,
+            "m4_prefixrl_b_share": 0.03 / 0.09,
         },
         1: {
             "p1_base_learns_the_toy": -0.05,  # 1.50 - 1.55: a minibatch loss can dip below the floor
-            "p2_sft_converged_moderate": 0.9,
+            "p2_sft_converged_other_strategy": 0.9,
             "p3_moderate_not_hopeless": 5e-4,
+            "p4_prefixrl_learns_prefixed": 0.5,  # mean(0, 1, 0.5)
+            # budget min(250, 800): SFT-then-RL has no model within it, so the base model's 5e-4 counts
+            "h1_headroom_m1": 1 / 5e-4,
+            "h2_headroom_m2": 500 / 150,  # level 0.02: sft_rl at step 0 (500); prefixrl's first evaluation 150
             "c1a_signal_prefixrl": 0.8,  # mean(0.6, 0.8, 1.0)
             "c1b_signal_grpo": 0.0,
             "c2a_progress": 0.12,  # the step-30 row, listed first
-            "c2b_vs_offpolicy_iw": 0.02,  # 0.03 - 0.01
+            "c2b_vs_offpolicy_iw_other_strategy": 0.02,  # 0.03 - 0.01
             "c3_back_generalization": 0.1,  # mean(0.05, 0.15)
-            "m1_final_ratio_vs_sft_rl_moderate": 0.075,  # 0.03 / 0.4
-            # level 0.5 * min(0.04, 0.5) = 0.02: sft_rl already at step 0 (50 rs tokens), prefixrl at 100 + 50
-            "m2_speed_vs_sft_rl_moderate": 50 / 150,
+            "m1_equal_compute_ratio_vs_sft_rl": 0.03 / 5e-4,
+            "m2_speed_vs_sft_rl_other_strategy": 500 / 150,  # prefixrl reaches 0.02 at 150
             "m3_base_pass1": 2e-6,
+            "m4_prefixrl_b_share": 0.0,
         },
     }
     for seed, claims in want.items():
         assert set(v[seed]) == ids == set(claims)
         for cid, value in claims.items():
             assert v[seed][cid] == pytest.approx(value, rel=1e-9, abs=1e-12), (seed, cid)
-    # SFT-then-RL's final pass@1 is 0 -> m1 nan
+    # SFT-then-RL's pass@1 is 0 at the budget -> m1 nan, its ceiling infinite
     evals = results["evals"]
     evals.loc[(evals.seed == 0) & (evals.method == "sft_rl"), "heldout_pass"] = 0.0
     v = experiment.claim_values(results, cfg)
-    assert math.isnan(v[0]["m1_final_ratio_vs_sft_rl_moderate"])
-    assert v[1]["m1_final_ratio_vs_sft_rl_moderate"] == pytest.approx(0.075)
+    assert math.isnan(v[0]["m1_equal_compute_ratio_vs_sft_rl"]) and v[0]["h1_headroom_m1"] == math.inf
+    assert v[1]["m1_equal_compute_ratio_vs_sft_rl"] == pytest.approx(60.0)
+    # PrefixRL running past the common step count: c2b, m4 and m2's level read it at that step, m1 its whole run
+    cfg.moderate_rl_steps = 10
+    v = experiment.claim_values(results, cfg)
+    assert v[0]["c2b_vs_offpolicy_iw_other_strategy"] == pytest.approx(0.05 - 0.04)
+    assert v[0]["m4_prefixrl_b_share"] == pytest.approx(0.01 / 0.05)
+    # level 0.5 * min(0.1, 0.3) = 0.05: prefixrl reaches it at step 10 (1100), sft_rl at step 0 (1150)
+    assert v[0]["m2_speed_vs_sft_rl_other_strategy"] == pytest.approx(1150 / 1100)
+    assert math.isnan(v[0]["m1_equal_compute_ratio_vs_sft_rl"])  # still over the whole run
+
+
+def test_compute_units_charge_updates_three_times_a_sample():
+    assert experiment.compute_units(10, 0) == 10.0 and experiment.compute_units(0, 10) == 30.0
+    assert experiment.compute_units(5, 2) == 5 + experiment.TRAIN_COST * 2
+    cfg = SimpleNamespace(rl_lr=1.0, sft_rl_lr=2.0, iw_lr=3.0)
+    assert [experiment.rl_lr_of(m, cfg) for m in experiment.METHODS] == [1.0, 1.0, 2.0, 3.0]
 
 
 # ---- theory -----------------------------------------------------------------------------------

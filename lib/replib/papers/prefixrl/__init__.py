@@ -69,25 +69,35 @@ below is our choice):
   The pretraining stream is stored as a ``datasets.Dataset`` and read back in one piece
   (``task._stored_batches``), not row by row, which had taken about half of the base model's time.
 
-* Two regimes share one base model per seed (pretrained on chains of L steps). *Starved* (L = 20,
-  base pass@1 about 3e-5): the off-policy traces are *oracle* traces (the generator program, a
-  different "model family"); their cost is reported analytically, as if found by rejection sampling
-  the base model: L / p_x expected sampled tokens for problem x with exact pass@1 p_x
-  (:func:`.task.trace_cost_tokens`), not charged. *Moderate* (``moderate_L`` = 12, our first plan's
-  length; base pass@1 about 2e-3 with eps = 0.4 where that plan had eps = 0.35): the traces come
-  from rejection sampling the base model, as in the paper, at most ``rs_samples`` = 256 samples per
-  training problem (our choice; the paper does not state it), simulated exactly
-  (:func:`.task.rejection_sample`: the only correct response is the correct trace, so the number of
-  samples to the first success is geometric with the exact pass@1); only the problems with a trace
-  are trained on, by every moderate-regime method, and the sampled tokens are charged to every
-  method that uses the traces (PrefixRL, SFT-then-RL, the importance-weighted baseline) in the speed
-  claim. A 12-step chain is the first 12 steps of a 20-step one, so the base model knows these
-  positions.
+* Two strategies (revision of issue 43). Each problem has two correct responses: a strategy mark
+  (token 12 for A, 13 for B, ``MARKS``) followed by L - 1 digits of the chain from y_0 = v0 (A) or
+  y_0 = d0 (B), the same step rule y_t = f(y_{t-1}, d_{t mod 2}) after that; the verifier accepts
+  either (:func:`.task.rollouts`), and exact pass@1 sums the two traces' probabilities
+  (:func:`.task.pass_from_probs`). The base model is pretrained on a share ``q_other`` = 0.1 of
+  strategy-B chains, so it writes the mark of B about one time in ten. (A first attempt without a
+  mark, B reading the digits in the other order, left the 2-layer model unable to tell the
+  strategies apart in 600 steps: 0.10 to 0.22 nats above the noise floor.)
+* Two regimes share one base model per seed (pretrained on chains of L tokens). *Starved* (L = 20,
+  base pass@1 about 5e-5): the off-policy traces are *oracle* strategy-A traces (the generator
+  program); their cost is reported analytically, as if found by rejection sampling the base model:
+  L / p_x expected sampled tokens for problem x with exact pass@1 p_x (:func:`.task.trace_cost_tokens`),
+  not charged. *Two strategies* (``moderate_L`` = 12, base pass@1 about 3e-3, ``moderate_rl_steps``
+  = 100 RL steps): the traces are strategy-B traces of another model family, a B generator whose
+  digits err with probability ``eps_other`` = 0.25, found by rejection sampling it, at most
+  ``rs_samples`` = 256 samples per training problem (simulated exactly: geometric with p = 0.75^11);
+  only the problems with a trace are trained on, and the sampled tokens are charged to every method
+  that uses the traces. A 12-token chain is the first 12 tokens of a 20-token one, so the base model
+  knows these positions.
+* Compute (:func:`.experiment.compute_units`): forward-token equivalents, FLOPs / 2N: a sampled
+  token costs 1, a token of an update (forward and backward, RL or SFT) ``TRAIN_COST`` = 3.
+  Rejection sampling, SFT epochs (epochs x traces x (5 + L) tokens), RL rollouts and RL updates are
+  charged the same way to every arm.
 * The importance-weighted baseline (:func:`.baselines.iw_offpolicy_step`, our form of the abstract's
   off-policy baselines, LUFFY-style mixed groups): each group holds G - 1 on-policy rollouts and the
   problem's correct trace; the trace's tokens carry per-token importance weights pi_theta / mu
-  truncated at ``iw_clip`` = 1 (V-trace's rho-bar), mu = the base model that produced the trace by
-  rejection sampling. The paper's own off-policy baselines were not available.
+  truncated at ``iw_clip`` = 1 (V-trace's rho-bar), mu = the policy that produced the trace (the
+  other family: 1 for the mark, 1 - eps_other per digit). The paper's own off-policy baselines were
+  not available.
 * The base model is the tiny GPT-2 pretrained on noisy traces of all 1000 problems (each step
   replaced by a uniformly random other digit with probability eps, later steps continuing from the
   corrupted value), so its ideal conditional is p(correct next | history) = 1 - eps and its pass@1
@@ -107,20 +117,28 @@ below is our choice):
   far from converged (per-step accuracy 0.78 on the traces it imitates), so after the first book run
   we train it to convergence instead: 100 steps at lr 3e-3 (trace loss 0.02, per-step accuracy 0.97
   on held-out problems; chosen from SFT's own loss and accuracy). Since the revision of 2026-12-02
-  SFT-then-RL runs in the moderate regime only, on the rejection-sampled traces.
+  SFT-then-RL runs in the moderate regime only; since issue 43 on the strategy-B traces, 50 epochs at
+  lr 1e-2 (the fewest of {20, 50, 100} that fit the traces to p2's 0.95 on the pilot seeds).
+* Learning rates: ``rl_lr`` (PrefixRL, GRPO), ``sft_rl_lr``, ``iw_lr``, each the best of the same
+  grid {1e-3, 3e-3} on pilot seeds 0-2 (chapter.yml, tuning).
 * Streams: every method of a seed starts from a deep copy of the same base model and sees the same
   problem stream (B distinct training problems per step, numpy generator seeded by the seed only);
   the rollout sampler (torch generator) and PrefixRL's h stream are seeded per (seed, method).
   Each seed uses its own train/held-out split (:func:`.task.split_problems` with the seed).
-* Evaluation is exact: with a unique correct response, pass@1 = prod_t p(y_t | x, y_<t) under
-  teacher forcing (one forward pass), averaged over problems. Evaluations at step 0, every
-  ``eval_every`` steps and at the end; "tokens" counts the completion tokens sampled during RL.
+* Evaluation is exact: with two correct responses, pass@1 = sum_s prod_t p(y^s_t | x, y^s_<t) under
+  teacher forcing (two forward passes), averaged over problems. Evaluations at step 0, every
+  ``eval_every`` steps and at the end; "tokens" counts the completion tokens sampled during RL,
+  "compute" everything charged so far.
 * Threads: :func:`.experiment.run_seed` runs on one thread with torch's deterministic algorithms
-  (:func:`replib.core.runtime.compute_threads`), so a seed gives the same numbers on every run.
-* Claim conventions (:func:`.experiment.claim_values`): m1 is nan when SFT-then-RL's final pass@1
-  is 0; m2 compares compute (rejection-sampling tokens plus RL sampled tokens, SFT's teacher-forced
-  tokens not charged) at the first evaluation that reaches half of the lower of the two final
-  training rewards, so a method already there at step 0 is charged the rejection sampling alone;
+  (:func:`replib.core.runtime.compute_threads`), so a seed gives the same numbers on every run;
+  :func:`.experiment.run_experiment` runs the seeds on ``workers`` processes (2 at the book profile).
+* Claim conventions (:func:`.experiment.claim_values`, :func:`.experiment.moderate_comparison`): m1
+  compares held-out pass@1 at the common compute budget (the lower of the two runs' totals; each arm's
+  last evaluation within it, the base model's pass@1 for an arm with no model yet), nan when
+  SFT-then-RL's is 0; h1 = 1 / SFT-then-RL's pass@1 there (m1's ceiling); m2 compares compute at the
+  first evaluation that reaches half of the lower of the two final training rewards, so SFT-then-RL
+  already there at step 0 is charged the rejection sampling and SFT; h2 = SFT-then-RL's compute to
+  the level over PrefixRL's compute at its first evaluation (m2's ceiling);
   the premise c1b is exact (from the base model's pass@1), not from a GRPO run; claims needing a
   method missing from ``methods`` / ``moderate_methods`` are nan.
 """

@@ -37,11 +37,13 @@ def iw_offpolicy_step(model, optimiser, problems, behaviour_probs, cfg, generato
 
     with w = 1 for on-policy tokens and the truncated importance weight
     :func:`truncated_importance_weights` (clip ``cfg.iw_clip``) for the trace's tokens, whose
-    behaviour policy mu is the model that produced them (here the base model, by rejection sampling;
-    ``behaviour_probs`` (n, L) are its probabilities of the trace's tokens). Its gradient is the
+    behaviour policy mu is the model that produced them (``behaviour_probs`` (n, L) are its
+    probabilities of the trace's tokens; the trace is that of strategy ``cfg.trace_strategy``, 0 when
+    absent). Its gradient is the
     importance-weighted policy gradient A w grad log pi. One optimiser step. Returns the keys of
     :func:`replib.papers.prefixrl.method.rl_step`; ``sampled_tokens`` = n (G - 1) L counts only the
-    on-policy samples (the traces were paid for by rejection sampling)."""
+    on-policy samples (the traces were paid for by rejection sampling), ``trained_tokens`` the
+    rollouts' and the traces' tokens."""
     G, L = cfg.group_size, cfg.L
     problems = np.asarray(problems, dtype=np.int64).reshape(-1, 3)
     n = len(problems)
@@ -49,7 +51,8 @@ def iw_offpolicy_step(model, optimiser, problems, behaviour_probs, cfg, generato
     rewards = torch.cat([on_rewards, torch.ones(n, 1, device=on_rewards.device)], dim=1)
     advantages = group_advantages(rewards)
     on_logprob = sequence_logprob(model, ids, mask).reshape(n, G - 1)
-    traces = torch.as_tensor(sequences(problems, correct_traces(problems, L)), device=ids.device)
+    traces = torch.as_tensor(sequences(problems, correct_traces(problems, L, getattr(cfg, "trace_strategy", 0))),
+                             device=ids.device)
     trace_logprobs = token_logprobs(model, traces)
     trace_logprobs = trace_logprobs[:, PROMPT_LEN - 1:]
     weights = truncated_importance_weights(trace_logprobs, behaviour_probs, cfg.iw_clip)
@@ -62,5 +65,6 @@ def iw_offpolicy_step(model, optimiser, problems, behaviour_probs, cfg, generato
         "share_nonzero": nonzero_advantage_share(rewards),
         "mean_reward": float(on_rewards.mean()),
         "sampled_tokens": int(on_rewards.numel() * L),
+        "trained_tokens": int(ids.numel() + traces.numel()),
         "loss": float(loss.detach()),
     }

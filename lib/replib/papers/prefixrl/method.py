@@ -29,7 +29,8 @@ def rl_step(model, optimiser, problems, prefix_len: int, cfg, generator: torch.G
     """One on-policy update (algorithm step 3): ``group_size`` rollouts per prefixed problem, group
     advantages A = (r - mean_g) / (std_g + 1e-6), loss -mean(A log pi(completion | x, y^x_{1:h}))
     (gradient only through the sampled tokens; prefix = prompt, no importance weights), one
-    optimiser step. Returns ``share_nonzero``, ``mean_reward``, ``sampled_tokens`` = n G (L - h) and
+    optimiser step. Returns ``share_nonzero``, ``mean_reward``, ``sampled_tokens`` = n G (L - h),
+    ``trained_tokens`` = n G (5 + L) (the tokens of the forward and backward pass of the update) and
     ``loss``.
 
     ``rollouts`` is the task's sampler and scorer (algorithm steps 2-3 on the task),
@@ -46,5 +47,6 @@ def rl_step(model, optimiser, problems, prefix_len: int, cfg, generator: torch.G
         "share_nonzero": nonzero_advantage_share(rewards),
         "mean_reward": float(rewards.mean()),
         "sampled_tokens": int(rewards.numel() * (cfg.L - prefix_len)),
+        "trained_tokens": int(ids.numel()),
         "loss": float(loss.detach()),
     }
