@@ -355,12 +355,12 @@ def test_perfect_model_probabilities():
     assert strings == pytest.approx(total)
 
 
-def test_perfect_model_digest_numbers():
+def test_perfect_model_table_matches_hand_counts():
     t = theory.perfect_model_table(0.25, (3, 4, 5, 6, 7), width=5)
     assert t["string_mode"] == [1, 2, 3, 4, 5]
     assert t["greedy"] == [0, 0, 1, 1, 2]
     assert t["majority"] == [0, 0, 0, 0, 0]
-    # standard (HF-style) beam search follows the greedy path on this model (the digest's
+    # standard (HF-style) beam search follows the greedy path on this model (our plan's
     # 1/2/2/4/5 is not reproduced); finishing every <eos> continuation recovers the string mode
     assert t["beam"] == [0, 0, 1, 1, 2]
     assert t["beam_all"] == [1, 2, 3, 4, 5]
