@@ -136,7 +136,7 @@ plt.show()
 # noises every image): the final image every time, and for SoT also one intermediate state drawn
 # uniformly. So SoT's final image is trained exactly as often as direct generation's only image
 # (image-block matching); drawing one block among all of a SoT record's $k + 2$ images would train
-# its final image in only about one step in four. The text term is next-token cross-entropy on every
+# its final image in only one step in four ($k = 2$) or five ($k = 3$). The text term is next-token cross-entropy on every
 # text token after the prompt.
 
 # %%
