@@ -81,12 +81,12 @@ below is our choice):
   base pass@1 about 5e-5): the off-policy traces are *oracle* strategy-A traces (the generator
   program); their cost is reported analytically, as if found by rejection sampling the base model:
   L / p_x expected sampled tokens for problem x with exact pass@1 p_x (:func:`.task.trace_cost_tokens`),
-  not charged. *Two strategies* (``moderate_L`` = 12, base pass@1 about 3e-3, ``moderate_rl_steps``
+  not charged. *Two strategies* (``moderate_L`` = 10, base pass@1 about 9e-3, ``moderate_rl_steps``
   = 100 RL steps): the traces are strategy-B traces of another model family, a B generator whose
   digits err with probability ``eps_other`` = 0.25, found by rejection sampling it, at most
-  ``rs_samples`` = 256 samples per training problem (simulated exactly: geometric with p = 0.75^11);
+  ``rs_samples`` = 256 samples per training problem (simulated exactly: geometric with p = 0.75^9);
   only the problems with a trace are trained on, and the sampled tokens are charged to every method
-  that uses the traces. A 12-token chain is the first 12 tokens of a 20-token one, so the base model
+  that uses the traces. A 10-token chain is the first 10 tokens of a 20-token one, so the base model
   knows these positions.
 * Compute (:func:`.experiment.compute_units`): forward-token equivalents, FLOPs / 2N: a sampled
   token costs 1, a token of an update (forward and backward, RL or SFT) ``TRAIN_COST`` = 3.
@@ -117,7 +117,7 @@ below is our choice):
   far from converged (per-step accuracy 0.78 on the traces it imitates), so after the first book run
   we train it to convergence instead: 100 steps at lr 3e-3 (trace loss 0.02, per-step accuracy 0.97
   on held-out problems; chosen from SFT's own loss and accuracy). Since the revision of 2026-12-02
-  SFT-then-RL runs in the moderate regime only; since issue 43 on the strategy-B traces, 50 epochs at
+  SFT-then-RL runs in the moderate regime only; since issue 43 on the strategy-B traces, 100 epochs at
   lr 1e-2 (the fewest of {20, 50, 100} that fit the traces to p2's 0.95 on the pilot seeds).
 * Learning rates: ``rl_lr`` (PrefixRL, GRPO), ``sft_rl_lr``, ``iw_lr``, each the best of the same
   grid {1e-3, 3e-3} on pilot seeds 0-2 (chapter.yml, tuning).
