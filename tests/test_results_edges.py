@@ -99,3 +99,19 @@ def test_a_stored_field_that_the_values_do_not_give_is_named(monkeypatch, tmp_pa
     _write(tmp_path / "y.json", json.dumps({**record, "slug": "y", "claims": [fresh]}))   # consistent
     (line,) = results.inconsistent_results()
     assert line == "x.json: m1 stores mean that do not follow from its values and declaration (re-judge: replib rejudge x)"
+
+
+def test_unreadable_and_unconfirmed_results_are_listed_by_name(monkeypatch, tmp_path):
+    """`replib check`'s two notices: a file that cannot be read, and results on development seeds."""
+    base = {"profile": "book", "seeds": [0, 1], "claims": [], "fingerprint": None}
+    _write(tmp_path / "a.json", "{not json")
+    _write(tmp_path / "b.json", json.dumps({**base, "slug": "b"}))                        # development seeds
+    _write(tmp_path / "c.json", json.dumps({**base, "slug": "c", "confirmatory": True}))
+    _write(tmp_path / "d.json", json.dumps({**base, "slug": "d"}))                        # not a chapter
+    monkeypatch.setattr(results, "results_dir", lambda: tmp_path)
+    monkeypatch.setattr(results, "chapter_slugs", lambda: ["b", "c"])
+    monkeypatch.setattr(results, "load_chapter", lambda slug: {"confirmatory_seeds": [1000, 1001]})
+    (line,) = results.unreadable_results()
+    assert line.startswith(f"{tmp_path / 'a.json'}: not a readable results file (")
+    assert results.unconfirmed_results() == [
+        "b.json: seeds 0, 1 are development seeds; the confirmatory run on [1000, 1001] is pending"]
