@@ -74,7 +74,7 @@
 # | `c2b_success_vs_cosft` | 0.333 [-2.52, 3.19] | >= -3.0 | holds | 0.0 | undecided (~185 seeds) | reproduced |
 # | `m1_copo_vs_cosft` | 0.333 [-2.52, 3.19] | >= 14.0 | no room | 0.0 | undecided (~185 seeds) | undecided |
 #
-# Preconditions: `p1_agents_converged` (convergence) holds; `p2_models_competent` (competence) holds; `p3_room_cost` (headroom) fails; `p4_room_success` (headroom) fails; `p5_room_depth` (headroom) fails. Headline and mechanism claims: 1 hold, 0 fail, 3 undecided, 0 inconclusive, 3 no room. Compute: the experiment took 123 s on 2 CPU cores for 5 seeds (theory 3 s, implementation 5 s). The scoreboard lists every claim.
+# Preconditions: `p1_agents_converged` (convergence) holds; `p2_models_competent` (competence) holds; `p3_room_cost` (headroom) fails; `p4_room_success` (headroom) fails; `p5_room_depth` (headroom) fails. Headline and mechanism claims: 1 hold, 0 fail, 3 undecided, 0 inconclusive, 3 no room. Compute: the experiment took 104 s on 2 CPU cores for 5 seeds (theory 3 s, implementation 5 s). The scoreboard lists every claim.
 # <!-- end of verdict box -->
 
 # %%
@@ -189,8 +189,8 @@ for ax, column in zip(axes, ["success", "cost_per_step"]):
     for method in [m for m in experiment.EVAL_ONLY if m in cfg.methods]:
         ax.axhline(validation[validation.method == method][column].mean(), color=colors[method], lw=1,
                    ls="-" if method == "cosft" else ":", label=labels[method])
-axes[0].set(xlabel="rl iteration", ylabel="success rate")
-axes[1].set(xlabel="rl iteration", ylabel="thinking tokens per step")
+axes[0].set(xlabel="RL iteration", ylabel="success rate")
+axes[1].set(xlabel="RL iteration", ylabel="thinking tokens per step")
 axes[0].legend(fontsize="small")
 plt.show()
 
@@ -245,7 +245,7 @@ order = [m for m in ["oracle", "grpo", "copo", "copo_sampled_level", "copo_quart
          if m in set(gains.method)]
 fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), sharey=True)
 for ax, column, xlabel in zip(axes, ["points", "tokens"],
-                              ["success minus cosft's (points)", "tokens per step minus cosft's"]):
+                              ["success minus CoSFT's (points)", "tokens per step minus CoSFT's"]):
     for i, method in enumerate(order):
         here = gains[gains.method == method][column]
         ax.scatter(here, np.full(len(here), i), color=colors[method], alpha=0.6, s=20)
@@ -275,7 +275,7 @@ for method in [m for m in ["copo", "grpo"] if m in cfg.methods]:
     group = validation[validation.method == method].groupby("iteration")
     ax.plot(group["level_routine"].mean(), color=colors[method], label=f"{labels[method]}, routine")
     ax.plot(group["level_hard"].mean(), "--", color=colors[method], label=f"{labels[method]}, recall and plan")
-ax.set(xlabel="rl iteration", ylabel="mean level", ylim=(0.9, 4.1))
+ax.set(xlabel="RL iteration", ylabel="mean level", ylim=(0.9, 4.1))
 ax.legend(fontsize="small")
 plt.show()
 
@@ -342,8 +342,8 @@ for (method, kl), group in tuning.groupby(["method", "kl_coef"]):
     curve = group.groupby("rl_lr")["val_success"].agg(["mean", "min", "max"])
     ax.errorbar(curve.index, curve["mean"], yerr=[curve["mean"] - curve["min"], curve["max"] - curve["mean"]],
                 color=colors[method], ls="-" if kl == min(tuning.kl_coef) else "--", marker="o", capsize=3,
-                label=f"{labels[method]}, kl {kl}")
-ax.set(xscale="log", xlabel="rl learning rate", ylabel="validation success")
+                label=f"{labels[method]}, KL weight {kl}")
+ax.set(xscale="log", xlabel="RL learning rate", ylabel="validation success")
 ax.legend(fontsize="small")
 plt.show()
 
@@ -447,7 +447,7 @@ plt.show()
 #   iterations). The rule's window and threshold were set on the baselines alone; a slower drift
 #   than half a point per 200 iterations is below what 300 validation episodes can resolve. Fixed
 #   level 1, which no claim uses, runs at the paper profile only. Measured on 2 quiet CPU cores, the
-#   experiment takes 123 s at the book profile, the theory notebook 3 s and the implementation
+#   experiment takes 104 s at the book profile, the theory notebook 3 s and the implementation
 #   notebook 5 s.
 #
 # ## Reading the verdicts
@@ -465,7 +465,7 @@ ledger.report()
 # | scope | 20 claims declared in `chapter.yml` before the run: 5 precondition, 2 premise, 3 headline, 4 mechanism, 6 measurement |
 # | results | headline **partly** (size: no room, holds, no room; direction: fails, undecided, undecided); headline and mechanism claims: 1 hold, 0 fail, 3 undecided, 0 inconclusive, 3 no room |
 # | seeds | committed run: 1000, 1001, 1002, 1003, 1004 (confirmatory seeds); declared confirmatory seeds: 1000, 1001, 1002, 1003, 1004; smoke profile: 0 |
-# | compute | book profile: 132 s on 2 CPU cores for the three notebooks (01_theory 3 s, 02_implementation 5 s, 03_experiment 123 s); smoke: under 15 s a notebook; paper: unbounded, nearer the paper's scale |
+# | compute | book profile: 112 s on 2 CPU cores for the three notebooks (01_theory 3 s, 02_implementation 5 s, 03_experiment 104 s); smoke: under 15 s a notebook; paper: unbounded, nearer the paper's scale |
 # <!-- end of reproducibility summary -->
 #
 # **What we built and scaled down.** We rebuilt CoPO from the official code (rollouts, the pooled
