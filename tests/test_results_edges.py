@@ -4,7 +4,10 @@ mixed headline labels, and the messages of a claim set that no longer matches it
 
 import json
 import math
+import os
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 from replib.core import results
@@ -16,6 +19,9 @@ from replib.core.results import (
     margin,
     read_results,
 )
+
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _write(path, text):
@@ -115,3 +121,282 @@ def test_unreadable_and_unconfirmed_results_are_listed_by_name(monkeypatch, tmp_
     assert line.startswith(f"{tmp_path / 'a.json'}: not a readable results file (")
     assert results.unconfirmed_results() == [
         "b.json: seeds 0, 1 are development seeds; the confirmatory run on [1000, 1001] is pending"]
+
+
+# --- staleness and re-judgement, on a synthetic chapter (no committed file, no real fingerprint) -----
+
+DECLARED = [{"id": "m1", "role": "measurement", "statement": "s", "paper": "p", "metric": "m",
+             "direction": ">=", "threshold": 0.0}]
+CODE, YML = "lib/replib/papers/x/method.py", "notebooks/x/chapter.yml"
+
+
+def _sources(monkeypatch, now: dict[str, dict], fingerprint: str = "fp-now"):
+    """Every chapter's fingerprint is ``fingerprint`` and its per-file hashes are ``now[slug]``."""
+    monkeypatch.setattr(results, "fingerprint", lambda slug: fingerprint)
+    monkeypatch.setattr(results, "source_hashes", lambda slug: dict(now[slug]))
+
+
+def test_changed_sources_names_added_removed_and_edited_files_only(monkeypatch):
+    _sources(monkeypatch, {"x": {"a.py": "1", "b.py": "2", "new.py": "3"}})
+    assert results.changed_sources("x", {"fingerprint": "fp-now", "sources": {}}) == []  # same fingerprint
+    assert results.changed_sources("x", {"fingerprint": "old"}) == ["(sources not recorded per file)"]
+    assert results.changed_sources("x", {"fingerprint": "old", "sources": ["a.py"]}) == [
+        "(sources not recorded per file)"]
+    stored = {"a.py": "1", "b.py": "edited", "gone.py": "4"}
+    assert results.changed_sources("x", {"fingerprint": "old", "sources": stored}) == ["b.py", "gone.py", "new.py"]
+
+
+def test_stale_results_say_whether_to_re_run_or_re_judge(monkeypatch, tmp_path):
+    """One line per stale file, in file order: code that measures changed (re-run), only what a
+    re-judgement may follow changed (re-judge), only prose changed, or no such chapter."""
+    base = {"profile": "book", "seeds": [0], "claims": [], "fingerprint": "old"}
+    hashes = {CODE: "c", YML: "y", "lib/replib/core/ledger.py": "l"}
+    records = {"fresh": {"fingerprint": "fp-now"},
+               "judging": {"sources": {**hashes, YML: "y0", "lib/replib/core/ledger.py": "l0"}},
+               "measuring": {"sources": {**hashes, CODE: "c0", YML: "y0"}},
+               "prose": {"sources": hashes}, "unrecorded": {}, "zgone": {}}
+    for slug, extra in records.items():
+        _write(tmp_path / f"{slug}.json", json.dumps({**base, "slug": slug, **extra}))
+    monkeypatch.setattr(results, "results_dir", lambda: tmp_path)
+    monkeypatch.setattr(results, "chapter_slugs", lambda: sorted(set(records) - {"zgone"}))
+    monkeypatch.setattr(results, "fingerprint", lambda slug: "fp-now")
+    monkeypatch.setattr(results, "source_hashes",
+                        lambda slug: {k.replace("/x/", f"/{slug}/"): v for k, v in hashes.items()})
+    for slug in records:   # the per-file keys name each chapter's own files
+        path = tmp_path / f"{slug}.json"
+        data = json.loads(path.read_text())
+        if "sources" in data:
+            data["sources"] = {k.replace("/x/", f"/{slug}/"): v for k, v in data["sources"].items()}
+            path.write_text(json.dumps(data))
+    assert results.stale_results() == [
+        "judging.json: only prose, declarations or the judging code changed (lib/replib/core/ledger.py, "
+        "notebooks/judging/chapter.yml; re-judge: replib rejudge judging)",
+        "measuring.json: sources changed since it was produced (lib/replib/papers/measuring/method.py, "
+        "notebooks/measuring/chapter.yml; re-run: replib run measuring --profile book --update-results)",
+        "prose.json: only prose, declarations or the judging code changed (notebook prose; "
+        "re-judge: replib rejudge prose)",
+        "unrecorded.json: sources changed since it was produced ((sources not recorded per file); "
+        "re-run: replib run unrecorded --profile book --update-results)",
+        "zgone.json: no chapter named 'zgone'"]
+
+
+FIVE = (1000, 1001, 1002, 1003, 1004)
+
+
+def _rejudgeable(monkeypatch, tmp_path, seeds=(1001, 1000, 1004, 1003, 1002), confirmatory_seeds=FIVE, **record):
+    """Chapter 'x' measured under fingerprint 'fp-then'; since then only its chapter.yml changed."""
+    data = {"slug": "x", "profile": "book", "seeds": list(seeds), "fingerprint": "fp-then",
+            "created": "2026-01-01T00:00:00+00:00", "sources": {CODE: "c", YML: "y0"},
+            "claims": [{"id": "m1", "values": [2.0, 4.0, 3.0, 3.0, 3.0]}], **record}
+    _write(tmp_path / "x.json", json.dumps(data))
+    monkeypatch.setattr(results, "results_dir", lambda: tmp_path)
+    chapter = {"claims": DECLARED, "confirmatory_seeds": list(confirmatory_seeds)}
+    monkeypatch.setattr(results, "load_chapter", lambda slug: chapter)
+    _sources(monkeypatch, {"x": {CODE: "c", YML: "y1"}})
+    return data
+
+
+def test_a_rejudgement_keeps_the_values_and_records_what_they_were_measured_under(monkeypatch, tmp_path):
+    from datetime import datetime
+
+    from replib.core.ledger import INTERVAL_KIND, judge_claims, read_json
+
+    _rejudgeable(monkeypatch, tmp_path)
+    after = read_json(results.rejudge_committed("x"))
+    assert after["claims"] == judge_claims(DECLARED, {"m1": [2.0, 4.0, 3.0, 3.0, 3.0]}, "book")
+    assert after["claims"][0]["values"] == [2.0, 4.0, 3.0, 3.0, 3.0] and after["claims"][0]["mean"] == 3.0
+    assert after["fingerprint"] == "fp-now" and after["sources"] == {CODE: "c", YML: "y1"}
+    assert after["interval_kind"] == INTERVAL_KIND and after["confirmatory"] is True
+    assert after["created"] == "2026-01-01T00:00:00+00:00" and after["seeds"] == [1001, 1000, 1004, 1003, 1002]
+    assert set(after["rejudged"]) == {"at", "values_fingerprint", "values_created"}
+    assert after["rejudged"]["values_fingerprint"] == "fp-then"
+    assert after["rejudged"]["values_created"] == "2026-01-01T00:00:00+00:00"
+    assert datetime.fromisoformat(after["rejudged"]["at"]).utcoffset().total_seconds() == 0
+    assert after["rejudged"]["at"].endswith("+00:00") and "." not in after["rejudged"]["at"]
+    # a second re-judgement still names the run that measured the values, not the first re-judgement
+    _sources(monkeypatch, {"x": {CODE: "c", YML: "y2"}}, fingerprint="fp-later")
+    again = read_json(results.rejudge_committed("x"))
+    assert again["rejudged"]["values_fingerprint"] == "fp-then" and again["fingerprint"] == "fp-later"
+    assert again["rejudged"]["values_created"] == "2026-01-01T00:00:00+00:00"
+
+
+@pytest.mark.parametrize("seeds, declared, confirmatory", [
+    ((0, 1, 2, 3, 4), FIVE, False), ((1000, 1001, 1002, 1003, 1005), FIVE, False),
+    ((1000, 1001, 1002, 1003), FIVE, False), (FIVE, (1000, 1001, 1002, 1003, 1004, 1005), False)])
+def test_a_rejudgement_marks_results_confirmatory_only_on_the_declared_seeds(
+        monkeypatch, tmp_path, seeds, declared, confirmatory):
+    from replib.core.ledger import read_json
+
+    _rejudgeable(monkeypatch, tmp_path, seeds=seeds, confirmatory_seeds=declared,
+                 claims=[{"id": "m1", "values": [1.0] * len(seeds)}])
+    assert read_json(results.rejudge_committed("x"))["confirmatory"] is confirmatory
+
+
+def test_a_rejudgement_is_refused_when_measuring_code_changed(monkeypatch, tmp_path):
+    before = _rejudgeable(monkeypatch, tmp_path)
+    _sources(monkeypatch, {"x": {CODE: "c-edited", YML: "y1", "lib/replib/core/ledger.py": "new"}})
+    with pytest.raises(ValueError) as err:
+        results.rejudge_committed("x")
+    assert str(err.value) == (f"x: {CODE} changed since the values were measured; re-run: "
+                              "replib run x --profile book --update-results")
+    assert json.loads((tmp_path / "x.json").read_text()) == before   # nothing written
+    # a record without per-file hashes cannot tell what changed: its values are judged again
+    _rejudgeable(monkeypatch, tmp_path, sources=None)
+    _sources(monkeypatch, {"x": {CODE: "c-edited"}})
+    assert json.loads(results.rejudge_committed("x").read_text())["rejudged"]["values_fingerprint"] == "fp-then"
+
+
+# --- the scoreboard's figure and files, from synthetic results ------------------------------------
+
+def _claim(cid, role, values, threshold, direction=">=", null=None, **extra):
+    claim = {"id": cid, "role": role, "statement": f"{cid} statement", "paper": "p", "metric": "m",
+             "direction": direction, "threshold": threshold, "unit": "score", **extra}
+    if null is not None:
+        claim["null"] = null
+    return claim, values
+
+
+def _synthetic_results():
+    """Three chapters: 'a' with a headline (null), a mechanism and a measurement; 'b' with a seed
+    that gave no value, values past the clip and a precondition it needs; 'c' with measurements only;
+    'd' with one mechanism (a second row of panels)."""
+    from replib.core.ledger import judge_claims
+
+    chapters = {
+        "a": [_claim("h1", "headline", [1.2, 1.4, 1.3, 1.25, 1.35], 1.0, null=0.0),
+              _claim("m1", "mechanism", [0.1, -0.2, 0.3, 0.0, 0.05], 0.5, direction="<="),
+              _claim("x1", "measurement", [1.0] * 5, 0.0)],
+        "b": [_claim("p1", "precondition", [9.0, 9.5, 10.0, 8.5, 9.0], 1.0, kind="competence"),
+              _claim("h2", "headline", [None, 0.5, 0.6, 0.4, 5.0], 0.3, null=0.1, requires=["p1"]),
+              _claim("c2", "mechanism", [-3.0, -2.5, -4.0, -3.5, -3.0], 1.0, direction=">")],
+        "c": [_claim("x2", "measurement", [2.0] * 5, 0.0)],
+        "d": [_claim("m3", "mechanism", [1.0, 1.0, 1.0, 1.0, 1.1], 0.5)],
+    }
+    out = {}
+    for slug, pairs in chapters.items():
+        declared = [c for c, _ in pairs]
+        claims = judge_claims(declared, {c["id"]: v for c, v in pairs}, "book")
+        out[slug] = {"slug": slug, "profile": "book", "seeds": list(range(1000, 1005)), "fingerprint": "f",
+                     "confirmatory": slug != "b", "created": "2026-12-01", "claims": claims,
+                     "runtime_s": {"01_theory": 2.0, "03_experiment": 100.4 + len(slug)}}
+    return chapters, out
+
+
+def _describe(fig) -> dict:
+    """What the margins figure draws, artist by artist (positions, colours, sizes, texts), rounded."""
+    import matplotlib.colors as mcolors
+
+    def r(x):
+        return np.round(np.asarray(x, dtype=float), 5).tolist()
+
+    def colours(cs):
+        return [mcolors.to_hex(c, keep_alpha=True) for c in cs] if len(cs) else []
+
+    gs = fig.axes[0].get_gridspec()
+    params = gs.get_subplot_params(fig)
+    axes = []
+    for ax in fig.axes:
+        axes.append({
+            "title": [ax.get_title(loc="left"), ax.get_title(), ax.title.get_fontsize(), ax._left_title.get_fontsize()],
+            "xlabel": [ax.get_xlabel(), ax.xaxis.label.get_fontsize()], "xlim": r(ax.get_xlim()),
+            "ylim": r(ax.get_ylim()), "yticks": r(ax.get_yticks()),
+            "yticklabels": [[t.get_text(), t.get_fontsize()] for t in ax.get_yticklabels()],
+            "xticksize": ax.xaxis.get_major_ticks()[0].label1.get_fontsize(),
+            "lines": [[r(l.get_xdata()), r(l.get_ydata()), mcolors.to_hex(l.get_color()), l.get_linewidth(),
+                       l.get_alpha(), l.get_solid_capstyle(), l.get_zorder()] for l in ax.get_lines()],
+            "points": [[r(c.get_offsets()), r(c.get_sizes()), colours(c.get_facecolors()),
+                        colours(c.get_edgecolors()), r(c.get_linewidths()), c.get_zorder(),
+                        r(c.get_paths()[0].vertices).__len__()] for c in ax.collections],
+        })
+    (legend,) = fig.legends
+    return {
+        "size": r(fig.get_size_inches()), "grid": [gs.nrows, gs.ncols, r(gs.get_height_ratios())],
+        "params": r([params.hspace, params.wspace, params.top, params.bottom]), "axes": axes,
+        "legend": [[t.get_text() for t in legend.get_texts()], legend._fontsize, legend._ncols,
+                   legend.get_frame_on(), legend._loc,
+                   [[h.get_marker(), h.get_linestyle(), h.get_linewidth(), mcolors.to_hex(h.get_color()),
+                     str(h.get_markerfacecolor())] for h in legend.legend_handles]],
+    }
+
+
+def test_the_margins_figure_draws_each_judged_claim_where_its_margin_puts_it():
+    """Panels for chapters with judged claims only; interval bars and seed dots at margin(), clipped at
+    +-MARGIN_CLIP; a diamond at a headline's null; a cross at the left edge for a seed with no value."""
+    import matplotlib.pyplot as plt
+
+    _, synthetic = _synthetic_results()
+    fig = results.margins_figure(synthetic)
+    try:
+        assert [ax.get_title(loc="left") for ax in fig.axes] == ["a", "b", "d"]   # 'c' measures only
+        a, b, _ = fig.axes
+        assert [t.get_text() for t in a.get_yticklabels()] == ["h1", "m1"]
+        assert [t.get_text() for t in b.get_yticklabels()] == ["p1", "h2", "c2"]
+        h1 = synthetic["a"]["claims"][0]
+        bar = a.get_lines()[0]
+        assert np.allclose(bar.get_xdata(), [results.margin(h1, x) for x in h1["interval"]])
+        assert np.allclose(bar.get_ydata(), [0, 0])
+        dots = a.collections[0].get_offsets()
+        assert np.allclose(dots[:, 0], [(v - 1.0) / 1.0 for v in h1["values"]]) and np.allclose(dots[:, 1], 0)
+        assert np.allclose(a.collections[1].get_offsets(), [[-1.0, 0]])       # null 0 vs threshold 1
+        m1_dots = a.collections[2].get_offsets()                              # <= 0.5: 0.1 is 0.8 clear
+        assert np.allclose(m1_dots[:, 0], [0.8, 1.4, 0.4, 1.0, 0.9]) and np.allclose(m1_dots[:, 1], 1)
+        h2_dots = [c.get_offsets() for c in b.collections if len(c.get_offsets()) and c.get_offsets()[0][1] == 1]
+        seeds, null, cross = h2_dots
+        assert np.allclose(seeds[:, 0], [2 / 3, 1.0, 1 / 3, 2.0])               # 5.0 clipped at +2
+        assert np.allclose(null, [[-2 / 3, 1]]) and np.allclose(cross, [[-results.MARGIN_CLIP, 1]])
+        p1_bar, c2_bar, zero = b.get_lines()             # h2 has a seed without a value: no interval bar
+        assert np.allclose(c2_bar.get_xdata(), [-2.0, -2.0]) and np.allclose(zero.get_xdata(), [0, 0])
+        colour = results.VERDICT_COLOURS
+        assert [l.get_color() for l in a.get_lines()[:2]] == [colour["holds"], colour["holds"]]
+        assert [p1_bar.get_color(), c2_bar.get_color()] == [colour["holds"], colour["fails"]]
+        golden = ROOT / "tests" / "golden" / "margins_figure.json"
+        described = json.loads(json.dumps(_describe(fig)))
+        if os.environ.get("REPLIB_UPDATE_GOLDEN"):
+            golden.write_text(json.dumps(described, indent=1) + "\n")
+        assert described == json.loads(golden.read_text()), (
+            "the margins figure draws something else than before: if that is deliberate, regenerate "
+            "tests/golden/margins_figure.json with REPLIB_UPDATE_GOLDEN=1 and look at book/scoreboard_margins.png")
+    finally:
+        plt.close(fig)
+
+
+def test_write_scoreboard_writes_every_generated_file_from_the_results(monkeypatch, tmp_path):
+    """book/scoreboard.md, its figure (a PNG without a Software stamp), the intro's and README's
+    chapter lists, and the verdict boxes of the chapters whose box changed (then synced)."""
+    from PIL import Image
+
+    from replib.core import report
+
+    chapters, synthetic = _synthetic_results()
+    (tmp_path / "book").mkdir()
+    (tmp_path / "book" / "intro.md").write_text(f"# Intro\n\n{results.INTRO_START}\nold\n{results.INTRO_END}\ntail\n")
+    (tmp_path / "README.md").write_text(f"# Read me\n{results.README_START}\nold\n{results.INTRO_END}\nend\n")
+    (tmp_path / "_toc.yml").write_text("parts:\n- caption: Part one\n  chapters:\n  - file: notebooks/a/01_theory\n"
+                                       "  - file: notebooks/b/01_theory\n- caption: Front\n  chapters:\n"
+                                       "  - file: book/scoreboard\n")
+    meta = {s: {"title": f"Title {s}", "short_title": f"T{s}", "arxiv": "2601.00001",
+                "claims": [c for c, _ in pairs]} for s, pairs in chapters.items()}
+    monkeypatch.setattr(results, "require_repo_root", lambda: tmp_path)
+    monkeypatch.setattr(results, "committed_results", lambda **_: synthetic)
+    monkeypatch.setattr(results, "chapter_slugs", lambda: ["a", "b"])
+    monkeypatch.setattr(results, "load_chapter", lambda slug: meta[slug])
+    boxes, synced = [], []
+    monkeypatch.setattr(report, "write_blocks", lambda slug, r: boxes.append((slug, r)) or slug == "b")
+    monkeypatch.setattr(report, "sync_ipynb", lambda paths: synced.append(list(paths)))
+
+    path = results.write_scoreboard()
+    assert path == tmp_path / "book" / "scoreboard.md"
+    assert path.read_text() == results.scoreboard_markdown()
+    png = (tmp_path / "book" / results.FIGURE).read_bytes()
+    assert png.startswith(b"\x89PNG") and b"Software" not in png and b"matplotlib" not in png
+    with Image.open(tmp_path / "book" / results.FIGURE) as image:
+        assert tuple(round(d) for d in image.info["dpi"]) == (150, 150)
+        assert image.size[0] < 11 * 150   # bbox "tight" trims the margins
+    intro = (tmp_path / "book" / "intro.md").read_text()
+    assert intro == f"# Intro\n\n{results.INTRO_START}\n{results.chapter_list_markdown()}\n{results.INTRO_END}\ntail\n"
+    assert "- **Part one.** [Title a](../notebooks/a/01_theory.ipynb) (headline: reproduced); " in intro
+    readme = (tmp_path / "README.md").read_text()
+    assert readme == f"# Read me\n{results.README_START}\n{results.readme_chapters_markdown()}\n{results.INTRO_END}\nend\n"
+    assert [slug for slug, _ in boxes] == ["a", "b"] and boxes[0][1] is synthetic["a"]
+    assert synced == [[tmp_path / "notebooks" / "b" / "03_experiment.py"]]
+    assert list((tmp_path / "book").iterdir()) and not list(tmp_path.glob("book/*.tmp*"))

@@ -7,6 +7,8 @@
 #   [TESTS='tests/...'] tools/mutants.sh [PATTERN ...]
 #   default: replib/core/ledger.py against the ledger, results and core tests (about 10 min on 2 cores)
 #   e.g. TESTS=tests/papers/test_foam.py tools/mutants.sh replib/papers/foam/method.py
+#   SKIP='processes or cluster' leaves out more tests by pytest -k expression (slow ones that only
+#   re-check what others check, e.g. seeds over worker processes)
 #
 # Tests that compare fingerprints with the committed ones are left out: the copy's paths differ
 # (src/ for lib/), so they would fail for every mutant alike and tell nothing. The tests that compare
@@ -17,7 +19,7 @@ here="$(cd "$(dirname "$0")/.." && pwd)"
 python="${PYTHON:-$here/.venv/bin/python}"
 patterns=("${@:-replib/core/ledger.py}")
 read -r -a tests <<< "${TESTS:-tests/test_ledger.py tests/test_results.py tests/test_core.py}"
-work="$(mktemp -d /tmp/replib-mutants.XXXXXX)"
+work="${WORK:-$(mktemp -d /tmp/replib-mutants.XXXXXX)}"
 trap 'echo "mutants: scratch copy kept in $work (mutmut results / mutmut show NAME there)"' EXIT
 mkdir -p "$work/src"
 cp -r "$here/lib/replib" "$work/src/replib"
@@ -25,6 +27,12 @@ cp -r "$here/tests" "$here/notebooks" "$here/data" "$here/book" "$here/tools" "$
       "$here/_config.yml" "$here/README.md" "$here/pyproject.toml" "$work/"
 rm -rf "$work/data/cache"
 grep -rl "lib/replib" "$work/tests" | xargs -r sed -i 's#lib/replib#src/replib#g'
+# tests that read the committed fingerprints or the checkout's own paths (see above)
+committed="test_every_package_of_lib_is_installed_by_pyproject or test_list_and_check_report_chapters \
+or test_check_sees_stale_results or test_results_match_their_sources or test_fingerprint_covers_notebooks \
+or test_the_fingerprint_skips_generated_blocks or test_fingerprints_see_any_text \
+or test_a_fingerprint_follows_text or test_stale_results_tell_prose_from_code \
+or test_rejudge_keeps_the_values_and_records_that_it_judged_again"
 {
   echo "[mutmut]"
   echo "source_paths=src/replib"
@@ -32,8 +40,10 @@ grep -rl "lib/replib" "$work/tests" | xargs -r sed -i 's#lib/replib#src/replib#g
   echo "also_copy=notebooks"; for f in data book tools _toc.yml _config.yml README.md; do echo "    $f"; done
   echo "pytest_add_cli_args_test_selection=${tests[0]}"; for t in "${tests[@]:1}"; do echo "    $t"; done
   echo "pytest_add_cli_args=-p"; echo "    no:cacheprovider"; echo "    -q"; echo "    -k"
-  echo "    not installed_by_pyproject and not list_and_check and not check_sees_stale and not match_their_sources and not fingerprint and not rejudge and not stale"
+  echo "    not ($committed)${SKIP:+ and not ($SKIP)}"
 } > "$work/setup.cfg"
 cd "$work"
 "$python" -m mutmut run
-"$python" -m mutmut results | awk '{print $NF}' | sort | uniq -c
+# the score: mutants some test notices (killed, or the tests ran past mutmut's timeout) over all of them;
+# mutants listed in tools/mutants_equivalent.txt (no input can tell them from the code) are left out
+"$python" -m mutmut results --all true | "$python" "$here/tools/mutation_score.py" "$here/tools/mutants_equivalent.txt"
