@@ -215,6 +215,29 @@ def test_rl_step_moves_the_model_only_when_some_group_has_signal():
     assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
 
 
+def test_rl_step_samples_its_rollouts_from_the_given_generator_only():
+    """Algorithm step 3 is reproducible from the step's generator: rl_step's rewards and loss are those
+    of task.rollouts drawn (before the update) with an equally seeded generator, whatever the global
+    torch seed, and two runs from the same model and generator seed give the same parameters."""
+    problems = task.all_problems()[::60][:16]
+    L, h, G = 8, 7, 8
+    ref_model = tiny_model(4)
+    ids, mask, rewards = task.rollouts(ref_model, problems, h, G, L, torch.Generator().manual_seed(5))
+    assert 0 < float(rewards.mean()) < 1
+    expected_loss = float(_hand_pg_loss(ref_model, ids, mask, rewards))
+    finals = []
+    for global_seed in (123, 321):
+        torch.manual_seed(global_seed)
+        model = tiny_model(4)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        stats = method.rl_step(model, opt, problems, h, rl_cfg(L, G), torch.Generator().manual_seed(5),
+                               rollouts=task.rollouts)
+        assert stats["mean_reward"] == pytest.approx(float(rewards.mean()))
+        assert stats["loss"] == pytest.approx(expected_loss, rel=1e-5, abs=1e-7)
+        finals.append(_params(model))
+    assert all(torch.equal(a, b) for a, b in zip(*finals))
+
+
 def test_prefix_tokens_get_no_gradient():
     model = tiny_model(5)
     problems = task.all_problems()[::100]
