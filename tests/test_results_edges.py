@@ -128,6 +128,7 @@ def test_unreadable_and_unconfirmed_results_are_listed_by_name(monkeypatch, tmp_
 DECLARED = [{"id": "m1", "role": "measurement", "statement": "s", "paper": "p", "metric": "m",
              "direction": ">=", "threshold": 0.0}]
 CODE, YML = "lib/replib/papers/x/method.py", "notebooks/x/chapter.yml"
+LEDGER = results.REJUDGE_MAY_CHANGE[1]   # the judging code (its path as the package names it)
 
 
 def _sources(monkeypatch, now: dict[str, dict], fingerprint: str = "fp-now"):
@@ -150,9 +151,10 @@ def test_stale_results_say_whether_to_re_run_or_re_judge(monkeypatch, tmp_path):
     """One line per stale file, in file order: code that measures changed (re-run), only what a
     re-judgement may follow changed (re-judge), only prose changed, or no such chapter."""
     base = {"profile": "book", "seeds": [0], "claims": [], "fingerprint": "old"}
-    hashes = {CODE: "c", YML: "y", "lib/replib/core/ledger.py": "l"}
+    assert LEDGER.endswith("core/ledger.py")
+    hashes = {CODE: "c", YML: "y", LEDGER: "l"}
     records = {"fresh": {"fingerprint": "fp-now"},
-               "judging": {"sources": {**hashes, YML: "y0", "lib/replib/core/ledger.py": "l0"}},
+               "judging": {"sources": {**hashes, YML: "y0", LEDGER: "l0"}},
                "measuring": {"sources": {**hashes, CODE: "c0", YML: "y0"}},
                "prose": {"sources": hashes}, "unrecorded": {}, "zgone": {}}
     for slug, extra in records.items():
@@ -168,11 +170,13 @@ def test_stale_results_say_whether_to_re_run_or_re_judge(monkeypatch, tmp_path):
         if "sources" in data:
             data["sources"] = {k.replace("/x/", f"/{slug}/"): v for k, v in data["sources"].items()}
             path.write_text(json.dumps(data))
+    judging = ", ".join(sorted([LEDGER, "notebooks/judging/chapter.yml"]))
+    measuring = ", ".join(sorted([CODE.replace("/x/", "/measuring/"), "notebooks/measuring/chapter.yml"]))
     assert results.stale_results() == [
-        "judging.json: only prose, declarations or the judging code changed (lib/replib/core/ledger.py, "
-        "notebooks/judging/chapter.yml; re-judge: replib rejudge judging)",
-        "measuring.json: sources changed since it was produced (lib/replib/papers/measuring/method.py, "
-        "notebooks/measuring/chapter.yml; re-run: replib run measuring --profile book --update-results)",
+        f"judging.json: only prose, declarations or the judging code changed ({judging}; "
+        "re-judge: replib rejudge judging)",
+        f"measuring.json: sources changed since it was produced ({measuring}; "
+        "re-run: replib run measuring --profile book --update-results)",
         "prose.json: only prose, declarations or the judging code changed (notebook prose; "
         "re-judge: replib rejudge prose)",
         "unrecorded.json: sources changed since it was produced ((sources not recorded per file); "
@@ -234,7 +238,7 @@ def test_a_rejudgement_marks_results_confirmatory_only_on_the_declared_seeds(
 
 def test_a_rejudgement_is_refused_when_measuring_code_changed(monkeypatch, tmp_path):
     before = _rejudgeable(monkeypatch, tmp_path)
-    _sources(monkeypatch, {"x": {CODE: "c-edited", YML: "y1", "lib/replib/core/ledger.py": "new"}})
+    _sources(monkeypatch, {"x": {CODE: "c-edited", YML: "y1", LEDGER: "new"}})
     with pytest.raises(ValueError) as err:
         results.rejudge_committed("x")
     assert str(err.value) == (f"x: {CODE} changed since the values were measured; re-run: "

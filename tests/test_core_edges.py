@@ -1,0 +1,224 @@
+"""Edge cases of the core helpers that the chapters never reach: the Colab set-up cell rewrite, the
+verdict box and reproducibility summary inserted into a notebook that has neither, the .ipynb sync
+call, the data cache's fallbacks, the notebook display helpers, the grader's comparison, the device
+choice."""
+
+import functools
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from replib.core import colab, data, display, exercises, report, runtime
+from replib.core.fingerprint import GENERATED_BLOCKS as BLOCKS
+
+
+def test_the_setup_cell_rewrite_replaces_the_first_code_cell_only(tmp_path):
+    """write_setup_cells: the first bare `# %%` cell becomes the set-up cell; a second pass changes
+    nothing; a notebook without a code cell is named."""
+    nb = tmp_path / "01_theory.py"
+    nb.write_text("# %% [markdown]\n# # Title\n\n# %%\nold = 1\n\n# %%\nkept = 2\n")
+    assert colab.write_setup_cells([str(nb)]) == [nb]
+    assert nb.read_text() == ("# %% [markdown]\n# # Title\n\n# %%\n" + colab.setup_cell_source()
+                              + "\n\n# %%\nkept = 2\n")
+    assert colab.write_setup_cells([nb]) == []
+    bare = tmp_path / "bare.py"
+    bare.write_text("# %% [markdown]\n# text only\n")
+    with pytest.raises(ValueError, match=r"bare\.py: no code cell found"):
+        colab.write_setup_cells([bare])
+
+
+def test_the_repository_url_and_ref_come_from_the_config(monkeypatch):
+    monkeypatch.setattr(colab, "_repository", lambda: {"url": "https://github.com/o/r/"})
+    assert colab.repository_url() == "https://github.com/o/r" and colab.book_ref() == "main"
+    monkeypatch.setattr(colab, "_repository", lambda: {"url": "u", "branch": 2026})
+    assert colab.book_ref() == "2026"
+    cell = colab.setup_cell_source("https://h/o/r", "v1")
+    assert cell.startswith(colab.FIRST_LINE + "\n") and '"replib @ git+https://h/o/r.git@v1"' in cell
+    assert 'if "google.colab" in sys.modules:' in cell
+    compile(cell, "<setup cell>", "exec")
+
+
+NOTEBOOK = """# %% [markdown]
+# # Chapter: the experiment
+#
+# Goals.
+
+# %%
+x = 1
+
+# %% [markdown]
+# ## Discussion
+# words
+#
+
+# ## Summary
+# the end
+"""
+
+
+def test_write_blocks_inserts_both_blocks_once_and_then_only_rewrites_them(monkeypatch, tmp_path):
+    """A notebook without the generated blocks gets the verdict box as a cell after the opening
+    markdown cell and the reproducibility summary as a cell of its own before "## Summary"."""
+    (tmp_path / "notebooks" / "x").mkdir(parents=True)
+    path = tmp_path / "notebooks" / "x" / "03_experiment.py"
+    path.write_text(NOTEBOOK)
+    monkeypatch.setattr(report, "require_repo_root", lambda: tmp_path)
+    box = {"text": "verdict line 1\n\nverdict line 3"}
+    monkeypatch.setattr(report, "verdict_box", lambda slug, results: box["text"])
+    monkeypatch.setattr(report, "reproducibility_summary", lambda slug, results: "| a | b |")
+    (vs, ve), (ss, se) = BLOCKS["verdict"], BLOCKS["summary"]
+    assert report.write_blocks("x", {}) is True
+    assert path.read_text() == (
+        "# %% [markdown]\n# # Chapter: the experiment\n#\n# Goals.\n\n"
+        f"# %% [markdown]\n# {vs}\n# verdict line 1\n#\n# verdict line 3\n# {ve}\n\n"
+        "# %%\nx = 1\n\n# %% [markdown]\n# ## Discussion\n# words\n\n"
+        f"# %% [markdown]\n# ## Reproducibility summary\n#\n# {ss}\n# | a | b |\n# {se}\n\n"
+        "# %% [markdown]\n# ## Summary\n# the end\n")
+    assert report.write_blocks("x", {}) is False          # nothing new: the file is left as it is
+    assert report.expected_notebook_text("x", {}) == path.read_text()
+    box["text"] = "a new verdict"
+    assert report.write_blocks("x", {}) is True and f"# {vs}\n# a new verdict\n# {ve}\n" in path.read_text()
+    assert report.expected_notebook_text("x", {}) == path.read_text()
+
+
+def test_the_summary_cell_takes_the_header_of_a_summary_that_opens_its_cell(monkeypatch, tmp_path):
+    (tmp_path / "notebooks" / "x").mkdir(parents=True)
+    path = tmp_path / "notebooks" / "x" / "03_experiment.py"
+    path.write_text("# %% [markdown]\n# # T\n\n# %%\nx = 1\n\n# %% [markdown]\n# ## Summary\n# end\n")
+    monkeypatch.setattr(report, "require_repo_root", lambda: tmp_path)
+    monkeypatch.setattr(report, "verdict_box", lambda slug, results: "v")
+    monkeypatch.setattr(report, "reproducibility_summary", lambda slug, results: "s")
+    (vs, ve), (ss, se) = BLOCKS["verdict"], BLOCKS["summary"]
+    report.write_blocks("x", {})
+    assert path.read_text() == (
+        f"# %% [markdown]\n# # T\n\n# %% [markdown]\n# {vs}\n# v\n# {ve}\n\n# %%\nx = 1\n\n"
+        f"# %% [markdown]\n# ## Reproducibility summary\n#\n# {ss}\n# s\n# {se}\n\n"
+        "# %% [markdown]\n# ## Summary\n# end\n")
+
+
+def test_sync_runs_jupytext_beside_the_interpreter_and_only_when_something_changed(monkeypatch, tmp_path):
+    calls = []
+    monkeypatch.setattr(subprocess, "run", lambda args, check: calls.append((args, check)))
+    report.sync_ipynb([])
+    assert calls == []
+    report.sync_ipynb([tmp_path / "a.py", tmp_path / "b.py"])
+    jupytext = str(report.Path(sys.executable).with_name("jupytext"))
+    assert calls == [([jupytext, "--quiet", "--update", "--to", "ipynb", str(tmp_path / "a.py"),
+                       str(tmp_path / "b.py")], True)]
+
+
+def _build():
+    return {"x": [1, 2]}
+
+
+def test_a_data_key_sees_through_partials_and_falls_back_to_a_name():
+    """_source_of: a partial's function's module; an object with no readable source: its name."""
+    module_source = data._source_of(_build)
+    assert "def test_a_data_key_sees_through_partials" in module_source
+    assert data._source_of(functools.partial(functools.partial(_build))) == module_source
+    assert data._source_of(functools.partial(len)) == "len"          # builtins have no source file
+    key = data.dataset_key("toy", {"b": 1, "a": [1, 2]}, _build)
+    assert key["params"] == {"a": [1, 2], "b": 1} and len(key["digest"]) == 16 and len(key["source"]) == 16
+    assert data.dataset_key("toy", {"a": [1, 2], "b": 1}, _build) == key             # order-free
+    assert data.dataset_key("toy2", {"a": [1, 2], "b": 1}, _build)["digest"] != key["digest"]
+    with pytest.raises(TypeError, match=r"cached_dataset 'toy': params must be plain JSON values"):
+        data.dataset_key("toy", {"f": _build}, _build)
+
+
+def test_a_build_can_return_rows_columns_or_a_dataset_and_nothing_else():
+    datasets = data._datasets()
+    ds = datasets.Dataset.from_dict({"x": [1]})
+    assert data._to_dataset(ds) is ds
+    assert data._to_dataset({"x": [1, 2]})["x"] == [1, 2]
+    assert data._to_dataset([{"x": 3}, {"x": 4}])["x"] == [3, 4]
+    with pytest.raises(TypeError, match=r"got tuple$"):
+        data._to_dataset(({"x": 1},))
+
+
+def test_a_cache_saved_first_by_another_process_is_used_and_the_staging_folder_removed(monkeypatch, tmp_path):
+    monkeypatch.setenv(data.CACHE_VAR, str(tmp_path / "cache"))
+    first = data.cached_dataset("race", {"n": 1}, _build)
+    key = data.dataset_key("race", {"n": 1}, _build)
+    folder = tmp_path / "cache" / "race" / key["digest"]
+    real_rename = data.Path.rename
+
+    def rename_after_someone_else(self, target):   # the other process wins the race
+        if self.name.startswith(f".{key['digest']}-"):
+            raise OSError("target exists")
+        return real_rename(self, target)
+
+    monkeypatch.setattr(data.Path, "rename", rename_after_someone_else)
+    monkeypatch.setattr(data, "_load", lambda folder, key: None)  # force a rebuild over the existing folder
+    real_rmtree = data.shutil.rmtree
+    monkeypatch.setattr(data.shutil, "rmtree", lambda p, ignore_errors=False: None if p == folder else
+                        real_rmtree(p, ignore_errors=ignore_errors))
+    again = data.cached_dataset("race", {"n": 1}, _build)
+    assert again["x"] == first["x"] == [1, 2]
+    assert sorted(p.name for p in folder.parent.iterdir()) == [key["digest"]]   # no staging folder left
+
+
+def test_an_interrupted_save_leaves_no_staging_folder(monkeypatch, tmp_path):
+    monkeypatch.setenv(data.CACHE_VAR, str(tmp_path / "cache"))
+    datasets = data._datasets()
+    monkeypatch.setattr(datasets.Dataset, "save_to_disk", lambda self, path: (_ for _ in ()).throw(KeyboardInterrupt()))
+    with pytest.raises(KeyboardInterrupt):
+        data.cached_dataset("halt", {"n": 1}, _build)
+    assert list((tmp_path / "cache" / "halt").iterdir()) == []
+
+
+def test_set_style_sets_the_books_figure_defaults():
+    import matplotlib as mpl
+    import pandas as pd
+
+    with mpl.rc_context():
+        display.set_style()
+        assert tuple(mpl.rcParams["figure.figsize"]) == (6.4, 3.6) and mpl.rcParams["figure.dpi"] == 100
+        assert mpl.rcParams["lines.linewidth"] == 2 and mpl.rcParams["axes.titlesize"] == "medium"
+        assert mpl.rcParams["savefig.bbox"] == "tight" and mpl.rcParams["axes.grid"]
+        assert pd.get_option("display.max_colwidth") == 200
+    pd.reset_option("display.max_colwidth")
+
+
+def test_progress_bars_are_off_quiet_or_marked_lines(monkeypatch, capsys):
+    monkeypatch.setenv("REPLIB_PROGRESS", "0")
+    bar = display.progress(range(3))
+    assert bar.disable and not bar.leave and list(bar) == [0, 1, 2]
+    monkeypatch.setenv("REPLIB_PROGRESS", "1")
+    bar = display.progress(range(3), leave=True)
+    assert not bar.disable and bar.leave
+    bar.close()
+    capsys.readouterr()
+    monkeypatch.setenv("REPLIB_PROGRESS", "lines")
+    assert list(display.progress(range(2), desc="seeds")) == [0, 1]
+    err = capsys.readouterr().err.splitlines()
+    assert err and all(line.startswith(display.PROGRESS_MARK) for line in err)
+    assert err[-1].startswith(display.PROGRESS_MARK + "seeds: 2/2 done (")
+
+
+def test_show_source_shows_the_function_as_python():
+    code = display.show_source(_build)
+    assert code.data.startswith("def _build():") and code.language == "python"
+
+
+def test_the_grader_compares_sequences_by_element_and_shape_and_others_by_equality():
+    close = exercises._close
+    assert close((1.0, np.array([1.0, 2.0])), [1.0 + 1e-12, np.array([1.0, 2.0])])
+    assert not close(1.0, (1.0,)) and not close((1.0,), (1.0, 2.0)) and not close([1.0, 2.0], [1.0, 3.0])
+    assert not close(np.ones(3), np.ones((1, 3))) and close(np.nan, np.nan)
+    assert close("a", "a") and not close("a", "b") and not close({"a": 1}, {"a": 2})
+
+
+def test_the_device_is_the_cpu_without_a_gpu_unless_forced(monkeypatch):
+    import torch
+
+    monkeypatch.delenv("REPLIB_DEVICE", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert runtime.device() == "cpu"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert runtime.device() == "cuda"
+    monkeypatch.setenv("REPLIB_DEVICE", "mps")
+    assert runtime.device() == "mps"
+    monkeypatch.setenv("REPLIB_DEVICE", "")
+    assert runtime.device() == "cuda"
