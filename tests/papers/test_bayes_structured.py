@@ -219,6 +219,71 @@ def test_closed_form_ties_and_values():
     assert method.bayes_response("labels", np.array([3, 1, 1, 3, 0])) == (1, pytest.approx(0.6))
 
 
+def test_distance_by_hand_and_as_the_one_sample_expected_loss():
+    """d_T by hand (Hamming |A xor B|, |a - b|, 0-1), and E_belief d_T(answer, l) with a one-sample belief is d_T."""
+    assert method.distance("sets", [1, 0, 1, 0], [0, 0, 1, 1]) == 2.0
+    assert method.distance("sets", [0, 2, 1], [False, True, True]) == 0.0  # any nonzero entry is a member
+    assert method.distance("sets", [True, True, False], [2, 1, 0]) == 0.0
+    assert method.distance("sets", [3, 0, 0], [0, 0, 5]) == 2.0
+    assert method.distance("ratings", 3, 8) == method.distance("ratings", 8, 3) == 5.0
+    assert method.distance("ratings", 4, 4) == 0.0
+    assert method.distance("labels", 2, 2) == 0.0 and method.distance("labels", 2, 3) == 1.0
+    with pytest.raises(ValueError):
+        method.distance("colours", 1, 1)
+    for task in method.TASKS:
+        space = method.latent_space(task, 3) if task == "sets" else method.latent_space(task)
+        for a, b in itertools.product(space, repeat=2):
+            d = method.distance(task, a, b)
+            assert d == method.distance(task, b, a) == method.expected_distance(task, a, np.asarray([b]))
+            assert (d == 0) == bool(np.array_equal(a, b))
+
+
+def test_latent_spaces_listed_exactly():
+    """L: the 2^K sets as bits of the row number (bool), ratings 0..10, classes 0..3."""
+    sets = method.latent_space("sets", 3)
+    assert sets.dtype == bool
+    assert sets.astype(int).tolist() == [[0, 0, 0], [1, 0, 0], [0, 1, 0], [1, 1, 0],
+                                         [0, 0, 1], [1, 0, 1], [0, 1, 1], [1, 1, 1]]
+    assert method.latent_space("sets").shape == (1024, 10)
+    assert method.latent_space("ratings").tolist() == list(range(11))
+    assert method.latent_space("labels").tolist() == [0, 1, 2, 3]
+
+
+def test_no_samples_give_nan_everywhere():
+    """Without a parsable sample the expected loss and both Bayes rules are undefined: nan (and no answer)."""
+    for task in method.TASKS:
+        empty = toy._empty_latents(task)
+        answer = np.zeros(10, bool) if task == "sets" else 1
+        assert math.isnan(method.expected_distance(task, answer, empty))
+        a, r = method.bayes_by_search(task, empty)
+        assert a is None and math.isnan(r)
+
+
+def test_set_memberships_given_as_truthy_integers():
+    """Sets are read by truthiness (nonzero = member), in the belief's samples and in the answer: q_e counts
+    samples containing e, never the size of an entry; here q = (2/3, 2/3, 0), answer {0, 1}, U = 2/3."""
+    lat = np.array([[0, 3, 0], [2, 0, 0], [5, 1, 0]])
+    for rule in (method.bayes_response, method.bayes_by_search):
+        a, r = rule("sets", lat)
+        assert np.asarray(a).tolist() == [True, True, False] and r == pytest.approx(2 / 3), rule
+    # answer {1, 2} against samples {1}, {0, 1, 2}: one difference each
+    assert method.expected_distance("sets", [0, 2, 1], [[0, 3, 0], [1, 1, 1]]) == 1.0
+    assert method.expected_distance("sets", [0, 2, 1], np.array([[0, 3, 0], [1, 1, 1]], bool)) == 1.0
+
+
+def test_ratings_in_a_narrow_unsigned_dtype_keep_absolute_distances():
+    """|l_i - answer| for ratings stored as uint8 (no wrap-around): samples 2, 5, 9 have median 5, U = 7/3."""
+    lat = np.array([2, 5, 9], dtype=np.uint8)
+    assert method.expected_distance("ratings", 5, lat) == pytest.approx(7 / 3)
+    assert method.expected_distance("ratings", 9, lat) == pytest.approx(11 / 3)
+    for rule in (method.bayes_response, method.bayes_by_search):
+        a, r = rule("ratings", lat)
+        assert a == 5 and r == pytest.approx(7 / 3), rule
+    labels = np.array([3, 0, 3], dtype=np.uint8)
+    assert method.expected_distance("labels", 0, labels) == pytest.approx(2 / 3)
+    assert method.bayes_response("labels", labels) == (3, pytest.approx(1 / 3))
+
+
 def test_bayes_set_can_lie_outside_the_samples():
     ex = theory.medoid_vs_centroid_example()
     assert np.allclose(ex["q"], [0.8, 0.6, 0.6])
