@@ -199,6 +199,21 @@ def test_pooled_group_advantages():
     assert (np.repeat(adv[0], lengths[0])).sum() == pytest.approx(0, abs=1e-9)  # mean zero over steps
 
 
+def test_pooled_group_advantages_by_hand_per_group():
+    """Step 2 on three groups worked by hand: mean and unbiased std over each group's own
+    step-samples (a group of two one-step episodes divides by total - 1 = 1), A = (R - mean) /
+    (std + 1e-6), and exactly 0 for an all-equal group even where the pooled mean rounds."""
+    returns = np.array([[1.0, 0.0], [3.0, 1.0], [0.1, 0.1]])
+    lengths = np.array([[1, 1], [1, 3], [1, 2]])
+    adv = method.pooled_group_advantages(returns, lengths)
+    # group 0: mean 1/2, var (1/4 + 1/4) / 1; group 1: mean 6/4, var (1.5^2 + 3 * 0.5^2) / 3 = 1
+    s0 = math.sqrt(0.5)
+    want = np.array([[0.5 / (s0 + 1e-6), -0.5 / (s0 + 1e-6)], [1.5 / (1 + 1e-6), -0.5 / (1 + 1e-6)], [0.0, 0.0]])
+    np.testing.assert_allclose(adv, want, rtol=1e-12, atol=0)
+    assert (0.1 * 1 + 0.1 * 2) / 3 != 0.1  # the pooled mean of group 2 is not exactly 0.1 ...
+    assert np.all(adv[2] == 0.0)  # ... yet its advantages are exactly 0
+
+
 def test_expansion_only_for_successful_steps_in_mixed_groups():
     returns = np.array([1.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0, 1.0])  # G = 2: mixed, all-1, all-0, mixed
     step_episode = np.array([0, 0, 1, 2, 3, 3, 4, 5, 6, 7, 7])
@@ -260,6 +275,39 @@ def test_build_batch_controls_change_one_factor_each():
     assert sampled["levels"][11:].tolist() == [1, 3]  # the sampled levels of the two expanded steps
     adv0 = method.pooled_group_advantages([[1.0, 0.0]], [[2, 1]])[0, 0]
     assert np.allclose(sampled["advantages"][11:].numpy(), adv0)
+
+
+def test_build_batch_diagnostics_and_level_weights_use_k():
+    """Steps 5-8's bookkeeping: the expanded steps' weights are copo_weights(c, k) for the k given
+    (paper default k = 2), share_mixed is the share of groups with unequal returns, exp_type and
+    exp_obs are the expanded steps' stage types and observations, every float tensor is float32,
+    and a batch without expansion has a (0, 4) weight table."""
+    rng = np.random.default_rng(0)
+    policy = task.make_policy(seed=1)
+    m = 5  # episodes 0 (2 steps), 1, 2, 3; G = 2: group 0 mixed (0 won), group 1 all won
+    roll = {"episode": np.array([0, 0, 1, 2, 3]), "obs": rng.random((m, 11)).astype(np.float32),
+            "views": rng.standard_normal((m, 4, 19)).astype(np.float32), "level": np.array([1, 3, 0, 2, 1]),
+            "action": np.array([0, 1, 2, 3, 0]), "type": np.array([2, 1, 0, 0, 0]),
+            "returns": np.array([1.0, 0.0, 1.0, 1.0]), "length": np.array([2, 1, 1, 1])}
+    conf = method.action_confidences(policy, roll["views"][:2], roll["action"][:2])
+    adv0 = method.pooled_group_advantages([[1.0, 0.0]], [[2, 1]])[0, 0]
+    for k, kwargs in ((2.0, {}), (4.0, {"k": 4.0})):
+        batch = method.build_batch(policy, roll, G=2, **kwargs)
+        c_hat = (conf - conf.min(1, keepdims=True)) / (conf.max(1, keepdims=True) - conf.min(1, keepdims=True))
+        w = np.exp(k * c_hat) / np.exp(k * c_hat).mean(1, keepdims=True)
+        np.testing.assert_allclose(batch["exp_weights"], w, rtol=1e-10)
+        np.testing.assert_allclose(batch["advantages"][3:].numpy(), (w * adv0).ravel(), rtol=1e-5)
+        assert batch["share_mixed"] == 0.5
+        assert batch["exp_type"].tolist() == [2, 1]
+        assert np.array_equal(batch["exp_obs"], roll["obs"][:2])
+        for key in ("obs", "views", "advantages", "level_mask", "action_mask"):
+            assert batch[key].dtype == torch.float32, key
+    for plain in (method.build_batch(policy, roll, G=2, expand=False),
+                  method.build_batch(policy, {**roll, "returns": np.array([1.0, 1.0, 0.0, 0.0])}, G=2)):
+        assert plain["n_expanded"] == 0 and plain["exp_weights"].shape == (0, 4)
+        assert plain["exp_type"].shape == (0,) and plain["exp_obs"].shape == (0, 11)
+    assert method.build_batch(policy, {**roll, "returns": np.array([1.0, 1.0, 0.0, 0.0])}, G=2)["share_mixed"] == 0.0
+    assert method.build_batch(policy, {**roll, "returns": np.array([1.0, 0.0, 0.0, 1.0])}, G=2)["share_mixed"] == 1.0
 
 
 def test_masked_update_is_one_sgd_step_on_the_masked_objective():
@@ -342,6 +390,36 @@ def test_copo_weights_properties():
     assert np.allclose(method.copo_weights([[0.3, 0.3, 0.3, 0.3 + 1e-7]]), 1.0)  # range <= 1e-6: c_hat = 0.5
     assert np.allclose(method.copo_weights([0.0, 1e-7, 0.0, 0.0]), 1.0)  # clipping to 1e-6 first
     assert np.allclose(method.copo_weights([0.2, 0.9, 0.5, 0.2]), method.copo_weights([0.02, 0.09, 0.05, 0.02]))  # scale-free
+
+
+def test_minmax_and_copo_weights_on_hand_values_and_edge_cases():
+    """Steps 5-7 by hand: c_hat = (c - min) / (max - min), 0.5 everywhere when the range is <= 1e-6
+    (a range of exactly 1e-6 included, no division by a zero range), c clipped to [1e-6, 1] first,
+    w = exp(k c_hat) / mean exp(k c_hat), computed in float64 whatever the input precision."""
+    np.testing.assert_allclose(method._minmax(np.array([[0.2, 0.6, 0.4, 1.0]])), [[0.0, 0.5, 0.25, 1.0]],
+                               rtol=1e-12, atol=1e-15)
+    assert np.array_equal(method._minmax(np.array([[0.3, 0.3, 0.3, 0.3 + 1e-7]])), np.full((1, 4), 0.5))
+    with np.errstate(all="raise"):
+        assert np.array_equal(method.copo_weights([0.5, 0.5, 0.5, 0.5]), np.ones(4))
+        assert np.array_equal(method.copo_weights([[0.3, 0.3, 0.3, 0.3 + 1e-7]]), np.ones((1, 4)))
+    # clipped to [1e-6, 2e-6]: range exactly 1e-6 -> flat
+    assert np.array_equal(method.copo_weights([0.0, 0.0, 0.0, 2e-6]), np.ones(4))
+    # the lower clip: 0 -> 1e-6 leaves a range of 5e-7 (flat); unclipped it would be 1.5e-6
+    assert np.array_equal(method.copo_weights([0.0, 1.5e-6, 1.5e-6, 1.5e-6]), np.ones(4))
+
+    def by_hand(c_hat, k):
+        e = [math.exp(k * x) for x in c_hat]
+        return [x / (sum(e) / 4) for x in e]
+
+    # the upper clip: 3.0 -> 1.0, so c_hat = (0, 0.5, 1, 1)
+    np.testing.assert_allclose(method.copo_weights([0.2, 0.6, 1.0, 3.0]), by_hand([0, 0.5, 1, 1], 2.0), rtol=1e-12)
+    np.testing.assert_allclose(method.copo_weights([-1.0, 0.5, 0.5, 1.0], k=3.0),
+                               by_hand([0, (0.5 - 1e-6) / (1 - 1e-6), (0.5 - 1e-6) / (1 - 1e-6), 1], 3.0), rtol=1e-12)
+    c32 = np.array([0.1, 0.35, 0.7, 0.9], dtype=np.float32)
+    w = method.copo_weights(c32)
+    c = c32.astype(np.float64)
+    assert w.dtype == np.float64
+    np.testing.assert_allclose(w, by_hand((c - c.min()) / (c.max() - c.min()), 2.0), rtol=1e-13)
 
 
 def test_level_update_converges_to_the_fixed_point():
@@ -663,6 +741,45 @@ def test_policy_update_clips_the_gradient_norm():
                          grad_clip=0.05)
     for b, p, g in zip(before, params, grads):
         assert torch.allclose(p.detach() - b, -0.1 * g * 0.05 / (norm + 1e-6), rtol=1e-3, atol=1e-7)
+
+
+def test_policy_update_defaults_are_the_papers_coefficients_and_unit_clip():
+    """policy_update with its defaults: loss = surrogate + 0.1 k3 - 0.001 entropy (the chapter's beta
+    and c_H) and the SGD step -lr g / ||g|| (gradient norm clipped to 1) for a gradient of norm > 2."""
+    policy = task.make_policy(seed=3)
+    reference = _perturbed(policy, 4)
+    batch = _random_batch(5)
+    batch["advantages"] = 40 * batch["advantages"]
+    surrogate, kl, entropy = _copo_parts_by_hand(policy, reference, batch)
+    loss = surrogate + 0.1 * kl - 0.001 * entropy
+    params = list(policy.parameters())
+    grads = torch.autograd.grad(loss, params)
+    norm = torch.sqrt(sum((g ** 2).sum() for g in grads))
+    assert norm > 2.5 and kl.item() > 0.01
+    before = [p.detach().clone() for p in params]
+    stats = method.policy_update(policy, reference, torch.optim.SGD(params, lr=0.1), batch)
+    assert stats["loss"] == pytest.approx(loss.item(), rel=1e-5)
+    assert stats["kl"] == pytest.approx(kl.item(), rel=1e-5)
+    for b, p, g in zip(before, params, grads):
+        assert torch.allclose(p.detach() - b, -0.1 * g / (norm + 1e-6), rtol=1e-3, atol=1e-7)
+
+
+def test_policy_update_leaves_a_fixed_level_agents_level_head_alone():
+    """A fixed-level agent's response has no level term, so the update does not touch the level head:
+    with gradients left on it by an earlier backward (CoSFT) and weight decay in the optimiser, the
+    level head is unchanged after the step (its stale gradients are dropped, not zeroed) while the
+    action head moves."""
+    policy = task.make_policy(seed=2, fixed_level=3)
+    reference = _perturbed(policy, 3)
+    batch = _random_batch(6)
+    policy.level_head(batch["obs"]).sum().backward()  # a leftover gradient on the level head
+    assert all(p.grad is not None for p in policy.level_head.parameters())
+    level_before = [p.detach().clone() for p in policy.level_head.parameters()]
+    action_before = [p.detach().clone() for p in policy.action_head.parameters()]
+    method.policy_update(policy, reference, torch.optim.SGD(policy.parameters(), lr=0.1, weight_decay=0.1), batch)
+    assert all(torch.equal(a, b) for a, b in zip(level_before, policy.level_head.parameters()))
+    assert all(p.grad is None for p in policy.level_head.parameters())
+    assert all(not torch.equal(a, b) for a, b in zip(action_before, policy.action_head.parameters()))
 
 
 def test_policy_update_entropy_bonus_raises_the_entropy():
