@@ -1,6 +1,8 @@
 """Unit tests of replib.papers.physlogic (logicality metrics, PhysChain, trace selection, claims)."""
 
 import math
+import re
+import warnings
 from types import SimpleNamespace
 
 import numpy as np
@@ -99,6 +101,133 @@ def test_select_traces_by_hand():
     with pytest.raises(ValueError):
         method.select_traces(correct, score, "best", rng)
     assert method.logicality_score({"F": 0.3, "O": 0.6, "P": 0.9}) == pytest.approx(0.6)
+
+
+def test_mask_numbers_writes_num_for_every_whole_number():
+    """mask_numbers: each whole number (\\b\\d+\\b) becomes the word ``num``; digits inside a word stay."""
+    assert method.mask_numbers("F = 12 N at 3 m") == "F = num N at num m"
+    assert method.mask_numbers("v2 is 2.5") == "v2 is num.num"
+
+
+def _tfidf_by_hand(corpus, sentences):
+    """The reference encoder: words are maximal runs of \\w (one character counts), case kept, the chapter's
+    stop words dropped, then every word and every pair of adjacent kept words; idf = ln((1 + n) / (1 + df)) + 1;
+    raw counts times idf, each row scaled to unit length. Returns the sorted features and the rows."""
+    def grams(text):
+        words = [w for w in re.findall(r"\w+", text) if w not in method.STOP_WORDS]
+        return words + [f"{a} {b}" for a, b in zip(words, words[1:])]
+
+    docs = [grams(t) for t in corpus]
+    features = sorted({g for d in docs for g in d})
+    idf = np.array([math.log((1 + len(docs)) / (1 + sum(f in d for d in docs))) + 1 for f in features])
+    rows = np.array([[grams(s).count(f) for f in features] for s in sentences], float) * idf
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    return features, rows / np.where(norms > 0, norms, 1.0)
+
+
+def test_tfidf_encoder_equals_a_hand_written_tfidf():
+    """TfidfEncoder: word 1- and 2-grams (single letters kept, case kept, stop words out), smoothed idf, L2 rows;
+    numbers read as ``num`` when masked (the default) and as themselves when not."""
+    corpus = ["The Force F is 12 N", "Newton's second law gives F = m a", "So the answer is 12 N by the law",
+              "The mass m is 3 kg"]
+    masked_corpus = ["The Force F is num N", "Newton's second law gives F = m a",
+                     "So the answer is num N by the law", "The mass m is num kg"]  # masked by hand
+    sentences = ["F = m a with m = 3", "The Force is 12 N", "the answer is 7"]
+    masked_sentences = ["F = m a with m = num", "The Force is num N", "the answer is num"]
+    for masked, (c, s) in [(True, (masked_corpus, masked_sentences)), (False, (corpus, sentences))]:
+        enc = method.TfidfEncoder(corpus, masked) if not masked else method.TfidfEncoder(corpus)
+        assert enc.masked is masked
+        features, want = _tfidf_by_hand(c, s)
+        assert list(enc.vectorizer.get_feature_names_out()) == features, masked
+        assert np.allclose(enc(sentences), want), masked
+    assert {"F", "m a", "The Force", "num N"} <= set(_tfidf_by_hand(masked_corpus, ["F"])[0])
+
+
+def test_similarity_matrix_is_the_cosine_of_unnormalised_vectors():
+    """M_ij = <n_i, s_j> / (|n_i| |s_j|) for vectors of any length; 0 against a zero vector."""
+    nexus = np.array([[3.0, 4.0], [0.0, 0.5]])
+    sent = np.array([[6.0, 8.0], [0.0, 2.0], [0.0, 0.0], [-1.0, 0.0]])
+    want = np.array([[1.0, 0.8, 0.0, -0.6], [0.8, 1.0, 0.0, 0.0]])
+    assert np.allclose(method.similarity_matrix(nexus, sent), want)
+
+
+def test_greedy_match_takes_an_entry_equal_to_tau_and_integer_matrices():
+    """Step 3's threshold is M_ij >= tau (inclusive); an integer matrix is matched like its float copy and left
+    unchanged."""
+    assert method.greedy_match(np.array([[0.5, 0.25]]), 0.5) == [(0, 0)]
+    assert method.greedy_match(np.array([[0.25, 0.5]]), 0.5) == [(0, 1)]
+    M = np.array([[2, 1], [1, 3]])
+    assert method.greedy_match(M, 1) == [(1, 1), (0, 0)]
+    assert M.tolist() == [[2, 1], [1, 3]]
+
+
+def test_fidelity_sums_weights_in_double_precision():
+    """Rec = sum_matched w_i M_ij / sum_i w_i holds for half-precision weights whose sum exceeds float16's range
+    (60000 + 60000): Rec = (0.8 + 0.4) / 2 = 0.6."""
+    M = np.array([[0.8, 0.0], [0.0, 0.4]])
+    rec, prec, f = method.fidelity(M, [(0, 0), (1, 1)], np.array([60000.0, 60000.0], dtype=np.float16))
+    assert rec == pytest.approx(0.6) and prec == 1.0 and f == pytest.approx(2 * 0.6 / 1.6)
+
+
+def test_zero_rows_and_columns_are_skipped_not_divided_by():
+    """Centroids of a row with zero total and novelties against a zero column are set, never computed as 0/0
+    (no invalid-value warning); a zero first column does not hide a later repeat: P for columns 0, e1, e1 + e2
+    is (1 + (1 - 1/sqrt 2)) / 2."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert np.allclose(method.centroids(np.array([[1.0, -1.0, 0.0], [0.0, 0.0, 0.0], [0.0, 1.0, 1.0]])),
+                           [0.0, 0.0, 2.5])
+        P = method.inferential_progress(np.array([[0.0, 1.0, 1.0], [0.0, 0.0, 1.0]]))
+        assert P == pytest.approx((1 + 1 - 1 / math.sqrt(2)) / 2)
+        assert method.inferential_progress(np.array([[1.0, 0.0, 1.0], [0.0, 0.0, 0.0]])) == pytest.approx(0.5)
+
+
+def test_inferential_progress_of_two_sentences_is_their_novelty():
+    """P with m = 2 is nu_2 = 1 - max(0, cos(M_:2, M_:1)): 0 for a repeated focus, 1 - 0.8 for cos 0.8."""
+    assert method.inferential_progress(np.array([[1.0, 1.0], [2.0, 2.0]])) == pytest.approx(0.0)
+    assert method.inferential_progress(np.array([[3.0, 4.0], [4.0, 3.0]])) == pytest.approx(1 - 24 / 25)
+
+
+class _OneHotEncoder:
+    """Sentence k of a fixed list -> the k-th row of a fixed matrix; records each call; fails on an empty call."""
+
+    def __init__(self, table):
+        self.table, self.calls = table, []
+
+    def __call__(self, sentences):
+        assert sentences, "encoder called without sentences"
+        self.calls.append(list(sentences))
+        return np.array([self.table[s] for s in sentences], float)
+
+
+def test_logicality_and_assess_use_the_given_threshold():
+    """The tau passed in decides the matches: a sentence at cosine 1/sqrt 5 ~ 0.447 to the nexus matches at
+    tau = 0.4 (Rec = 0.447) and not at tau = 0.5 (Rec = F = 0)."""
+    nexus, sent = np.array([[1.0, 0.0]]), np.array([[1.0, 2.0]])
+    assert method.logicality(nexus, np.ones(1), sent, tau=0.4)["Rec"] == pytest.approx(1 / math.sqrt(5))
+    assert method.logicality(nexus, np.ones(1), sent, tau=0.5)["Rec"] == 0.0
+    assert method.logicality(nexus, np.ones(1), sent, tau=0.5)["F"] == 0.0
+    enc = _OneHotEncoder({"n": [1.0, 0.0], "s": [1.0, 2.0]})
+    low, high = (method.assess(enc, [["n"]], [np.ones(1)], ["s"], tau=t)[0] for t in (0.4, 0.5))
+    assert low["Rec"] == pytest.approx(1 / math.sqrt(5)) and high["Rec"] == 0.0
+
+
+def test_assess_of_empty_reasoning_is_zero_with_or_without_nexuses():
+    """Step 7 through assess: a trace with no sentence scores F = O = P = Rec = Prec = 0, whether or not other
+    text was encoded; with nothing to encode the encoder is not called."""
+    zero = {"F": 0.0, "O": 0.0, "P": 0.0, "Rec": 0.0, "Prec": 0.0}
+    enc = _OneHotEncoder({"n1": [1.0, 0.0], "n2": [0.0, 1.0], "s": [1.0, 1.0]})
+    out = method.assess(enc, [["n1", "n2"], ["n1"]], [np.ones(2), np.ones(1)], ["  ", "s"])
+    assert out[0] == zero and out[1]["Prec"] == 1.0
+    assert enc.calls == [["n1", "n2", "s"]]  # one call, each distinct sentence once
+    empty = _OneHotEncoder({})
+    assert method.assess(empty, [[]], [np.ones(0)], [""]) == [zero] and empty.calls == []
+
+
+def test_select_traces_names_an_unknown_condition():
+    """An unknown condition is refused with its name and the valid ones."""
+    with pytest.raises(ValueError, match="unknown condition 'best'.*logicality"):
+        method.select_traces(np.ones((1, 2), bool), np.zeros((1, 2)), "best", np.random.default_rng(0))
 
 
 # ---- PhysChain ---------------------------------------------------------------------------------------
