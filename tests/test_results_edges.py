@@ -2,6 +2,7 @@
 results files, how stored summaries are compared with re-derived ones, margins at a zero threshold,
 mixed headline labels, and the messages of a claim set that no longer matches its declaration."""
 
+import contextlib
 import json
 import math
 import os
@@ -323,13 +324,31 @@ def _describe(fig) -> dict:
     }
 
 
+@contextlib.contextmanager
+def _matplotlib_colour_codes():
+    """matplotlib's own one-letter colours ('k' is black), which seaborn's set_theme remaps globally."""
+    import matplotlib.colors as mcolors
+
+    codes = mcolors.colorConverter.colors
+    saved = {code: codes[code] for code in mcolors.BASE_COLORS}
+    codes.update(mcolors.BASE_COLORS)
+    try:
+        yield
+    finally:
+        codes.update(saved)
+
+
 def test_the_margins_figure_draws_each_judged_claim_where_its_margin_puts_it():
     """Panels for chapters with judged claims only; interval bars and seed dots at margin(), clipped at
     +-MARGIN_CLIP; a diamond at a headline's null; a cross at the left edge for a seed with no value."""
     import matplotlib.pyplot as plt
 
+    import matplotlib as mpl
+
     _, synthetic = _synthetic_results()
-    fig = results.margins_figure(synthetic)
+    with mpl.style.context("default"), _matplotlib_colour_codes():   # whatever an earlier test left behind
+        fig = results.margins_figure(synthetic)
+        described = json.loads(json.dumps(_describe(fig)))
     try:
         assert [ax.get_title(loc="left") for ax in fig.axes] == ["a", "b", "d"]   # 'c' measures only
         a, b, _ = fig.axes
@@ -354,7 +373,6 @@ def test_the_margins_figure_draws_each_judged_claim_where_its_margin_puts_it():
         assert [l.get_color() for l in a.get_lines()[:2]] == [colour["holds"], colour["holds"]]
         assert [p1_bar.get_color(), c2_bar.get_color()] == [colour["holds"], colour["fails"]]
         golden = ROOT / "tests" / "golden" / "margins_figure.json"
-        described = json.loads(json.dumps(_describe(fig)))
         if os.environ.get("REPLIB_UPDATE_GOLDEN"):
             golden.write_text(json.dumps(described, indent=1) + "\n")
         assert described == json.loads(golden.read_text()), (
