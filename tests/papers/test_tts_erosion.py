@@ -607,3 +607,134 @@ def test_exact_judge_accepts_only_perfect_candidates():
     wer, rep, length = np.array([0.0, 0.1, 0.3, 0.0]), np.zeros(4), np.array([8, 8, 8, 1])
     accepted, shape_ok = method.self_critique(wer, rep, length, [4] * 4, tau_w=1e-9)
     assert accepted.tolist() == [True, False, False, False] and shape_ok.tolist() == [True, True, True, False]
+
+
+# ---------------------------------------------------------------- issue 44: what the mutation run found untested
+
+def _bits(values, weights=None):
+    """-sum w log2 v over the entries with w > 0, in plain Python floats (double precision)."""
+    values = [float(v) for v in values]
+    weights = values if weights is None else [float(w) for w in weights]
+    return -sum(w * math.log2(v) for v, w in zip(values, weights) if w > 0)
+
+
+def test_entropies_are_double_precision_whatever_the_input_dtype():
+    """H, CE, H(p_alpha) and dH/dalpha of float32 distributions equal the float64 values of those same
+    entries, written out in plain Python (a float32 computation is off by ~1e-8)."""
+    rng = np.random.default_rng(3)
+    p, q = rng.dirichlet(np.ones(6)), rng.dirichlet(np.ones(6))
+    p32, q32 = p.astype(np.float32), q.astype(np.float32)
+    assert method.entropy(p32) == pytest.approx(_bits(p32), rel=0, abs=1e-12)
+    for a, b in ((p32, q), (p, q32)):
+        assert method.cross_entropy(a, b) == pytest.approx(_bits(b, a), rel=0, abs=1e-12)
+        alpha = 0.3
+        mix = [(1 - alpha) * float(x) + alpha * float(y) for x, y in zip(a, b)]
+        assert method.mixture_entropy(a, b, alpha) == pytest.approx(_bits(mix), rel=0, abs=1e-12)
+        slope = -sum((float(y) - float(x)) * math.log2(m) for x, y, m in zip(a, b, mix))
+        assert method.mixture_entropy_slope(a, b, alpha) == pytest.approx(slope, rel=0, abs=1e-12)
+
+
+def test_cross_entropy_by_hand_on_certain_and_disjoint_supports():
+    """CE(p, q) = -sum_{p > 0} p log2 q: 0 when both are the same point mass (q = 1, and q = 0 only where p
+    is 0), 2 bits by hand, and +inf, silently, when p has mass where q has none."""
+    import warnings
+
+    assert method.cross_entropy([1.0, 0.0], [1.0, 0.0]) == 0.0
+    assert method.cross_entropy([0.0, 1.0, 0.0], [0.0, 1.0, 0.0]) == 0.0
+    assert method.cross_entropy([0.5, 0.5, 0.0], [0.25, 0.25, 0.5]) == pytest.approx(2.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no log2(0) is ever taken
+        assert method.cross_entropy([0.5, 0.5], [1.0, 0.0]) == math.inf
+
+
+def test_dgsa_loss_skips_a_zero_weight_set_without_reading_it_and_stays_on_the_model_device():
+    """A set of weight 0 is skipped (here it is not even in the batches); with no weight > 0 the loss is a
+    zero on the model's device (meta here)."""
+    model = task.make_lm(0)
+    pairs = _pairs(_l2_rows(3, 0))
+    ref = method.set_logprobs(model, pairs)
+    batches = {"expr": (pairs, ref[0] - 0.2, ref[1])}
+    got = method.dgsa_loss(model, batches, {"stab": 0.0, "expr": 1.0}, beta=0.5)
+    want = -math.log(1 / (1 + math.exp(-0.5 * 0.2)))  # every Delta is 0.2
+    assert got.item() == pytest.approx(want, rel=1e-5)
+    zero = method.dgsa_loss(model.to("meta"), {}, {"stab": 0.0, "expr": 0.0}, beta=0.5)
+    assert zero.device.type == "meta" and zero.shape == ()
+
+
+def test_preference_set_to_moves_every_tensor():
+    """PreferenceSet.to puts the ids and masks of winners and losers on the given device."""
+    moved = _pairs(_l2_rows(2, 0)).to("meta")
+    assert {t.device.type for t in (moved.winner_ids, moved.winner_mask, moved.loser_ids, moved.loser_mask)} == {"meta"}
+
+
+def test_align_draws_and_scores_on_the_model_device(monkeypatch):
+    """align moves the pairs to the model's device and draws the rows there (a meta model: every tensor
+    the first step indexes is on meta)."""
+    seen = []
+    original = method.PreferenceSet.subset
+
+    def spy(self, rows):
+        seen.append((rows.device.type, self.winner_ids.device.type, self.loser_mask.device.type))
+        return original(self, rows)
+
+    class Stop(Exception):
+        pass
+
+    def stop(*args, **kwargs):
+        raise Stop
+
+    monkeypatch.setattr(method.PreferenceSet, "subset", spy)
+    monkeypatch.setattr(method, "set_logprobs", lambda model, pairs: (torch.zeros(len(pairs), device="meta"),) * 2)
+    monkeypatch.setattr(method, "dgsa_loss", stop)
+    with pytest.raises(Stop):
+        method.align(task.make_lm(0).to("meta"), {"expr": _pairs(_l2_rows(3, 0))}, {"expr": 1.0}, steps=1,
+                     batch_pairs=2, lr=1e-3, beta=0.1, seed=0)
+    assert seen == [("meta", "meta", "meta")]
+
+
+def test_align_on_a_flat_objective_leaves_the_model_unchanged():
+    """At beta = 0 every DPO gradient is exactly 0; AdamW without weight decay then moves no parameter
+    (a decay would shrink them all)."""
+    model = task.make_lm(0)
+    aligned, losses = method.align(model, {"expr": _pairs(_l2_rows(3, 0))}, {"expr": 1.0}, steps=2, batch_pairs=2,
+                                   lr=0.5, beta=0.0, seed=0)
+    assert np.allclose(losses, math.log(2))
+    assert all(torch.equal(a, b) for a, b in zip(aligned.parameters(), model.parameters()))
+
+
+def test_temperature_ladder_rounds_t_max_to_six_decimals():
+    """T_max^(k) is reported to six decimals: 0.9 + 0.4 x 1/6 = 0.9666... reads 0.966667 (K = 7, k = 2)."""
+    assert method.temperature_ladder(2, 7)[-1] == 0.966667
+    assert method.temperature_ladder(5, 7)[-1] == 1.166667
+
+
+def test_self_critique_length_window_is_closed_at_both_ends():
+    """Len(y) in [gamma_min |x|, gamma_max |x|] includes both ends: 4 and 16 frames pass at |x| = 4 (8
+    frames expected), 3 and 17 do not."""
+    accepted, shape_ok = method.self_critique(np.zeros(4), np.zeros(4), np.array([3, 4, 16, 17]), np.full(4, 4))
+    assert shape_ok.tolist() == [False, True, True, False] and accepted.tolist() == shape_ok.tolist()
+    # |x| in double precision: 2.2 frames per phoneme x 3 (given as float32) is exactly 2.2 * 3.0
+    _, exact = method.self_critique([0.0], [0.0], [2.2 * 3.0], np.array([3], np.float32), gamma_min=1.0,
+                                    gamma_max=1.0, frames_per_unit=2.2)
+    assert exact.tolist() == [True]
+
+
+def test_tdsc_pair_takes_numeric_flags_and_unsigned_spreads():
+    """tdsc_pair reads 0/1 flags given as floats as booleans, and breaks a WER tie by the larger spread
+    even when spreads are unsigned counts (0 < 2)."""
+    wer = [0.0, 0.0, 0.5, 0.7]
+    assert method.tdsc_pair(wer, np.array([1.0, 1.0, 0.0, 0.0]), np.array([1.0, 1.0, 1.0, 0.0]),
+                            spread=np.array([0, 2, 0, 0], dtype=np.uint8)) == (1, 2)
+    assert method.tdsc_pair(wer, [True, True, False, False], [True] * 4, spread=np.array([3, 0, 0, 0], np.uint8)) == (0, 3)
+
+
+def test_tdsc_update_warms_sft_up_for_a_tenth_of_its_steps(monkeypatch):
+    """Step 4's SFT warms up for sft_steps // 10 steps, at least one: 1, 1, 2 and 4 for 3, 10, 21 and 40."""
+    from replib.models import causal_lm
+
+    seen = []
+    monkeypatch.setattr(causal_lm, "train_lm", lambda model, draw, **kw: seen.append((kw["steps"], kw["warmup"])))
+    for steps in (3, 10, 21, 40):
+        method.tdsc_update(task.make_lm(0), None, None, sft_steps=steps, sft_lr=1e-3, dpo_steps=0, batch_pairs=2,
+                           dpo_lr=1e-3, beta=0.1, seed=0)
+    assert seen == [(3, 1), (10, 1), (21, 2), (40, 4)] and all(type(w) is int for _, w in seen)
