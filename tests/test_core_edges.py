@@ -53,6 +53,7 @@ x = 1
 # words
 #
 
+
 # ## Summary
 # the end
 """
@@ -66,21 +67,21 @@ def test_write_blocks_inserts_both_blocks_once_and_then_only_rewrites_them(monke
     path.write_text(NOTEBOOK)
     monkeypatch.setattr(report, "require_repo_root", lambda: tmp_path)
     box = {"text": "verdict line 1\n\nverdict line 3"}
-    monkeypatch.setattr(report, "verdict_box", lambda slug, results: box["text"])
-    monkeypatch.setattr(report, "reproducibility_summary", lambda slug, results: "| a | b |")
+    monkeypatch.setattr(report, "verdict_box", lambda slug, results: {"x": box["text"]}[slug] * results["n"])
+    monkeypatch.setattr(report, "reproducibility_summary", lambda slug, results: {"x": "| a | b |"}[slug] * results["n"])
     (vs, ve), (ss, se) = BLOCKS["verdict"], BLOCKS["summary"]
-    assert report.write_blocks("x", {}) is True
+    assert report.write_blocks("x", {"n": 1}) is True
     assert path.read_text() == (
         "# %% [markdown]\n# # Chapter: the experiment\n#\n# Goals.\n\n"
         f"# %% [markdown]\n# {vs}\n# verdict line 1\n#\n# verdict line 3\n# {ve}\n\n"
         "# %%\nx = 1\n\n# %% [markdown]\n# ## Discussion\n# words\n\n"
         f"# %% [markdown]\n# ## Reproducibility summary\n#\n# {ss}\n# | a | b |\n# {se}\n\n"
         "# %% [markdown]\n# ## Summary\n# the end\n")
-    assert report.write_blocks("x", {}) is False          # nothing new: the file is left as it is
-    assert report.expected_notebook_text("x", {}) == path.read_text()
+    assert report.write_blocks("x", {"n": 1}) is False          # nothing new: the file is left as it is
+    assert report.expected_notebook_text("x", {"n": 1}) == path.read_text()
     box["text"] = "a new verdict"
-    assert report.write_blocks("x", {}) is True and f"# {vs}\n# a new verdict\n# {ve}\n" in path.read_text()
-    assert report.expected_notebook_text("x", {}) == path.read_text()
+    assert report.write_blocks("x", {"n": 1}) is True and f"# {vs}\n# a new verdict\n# {ve}\n" in path.read_text()
+    assert report.expected_notebook_text("x", {"n": 1}) == path.read_text()
 
 
 def test_the_summary_cell_takes_the_header_of_a_summary_that_opens_its_cell(monkeypatch, tmp_path):
@@ -88,10 +89,10 @@ def test_the_summary_cell_takes_the_header_of_a_summary_that_opens_its_cell(monk
     path = tmp_path / "notebooks" / "x" / "03_experiment.py"
     path.write_text("# %% [markdown]\n# # T\n\n# %%\nx = 1\n\n# %% [markdown]\n# ## Summary\n# end\n")
     monkeypatch.setattr(report, "require_repo_root", lambda: tmp_path)
-    monkeypatch.setattr(report, "verdict_box", lambda slug, results: "v")
-    monkeypatch.setattr(report, "reproducibility_summary", lambda slug, results: "s")
+    monkeypatch.setattr(report, "verdict_box", lambda slug, results: "v" * results["n"])
+    monkeypatch.setattr(report, "reproducibility_summary", lambda slug, results: "s" * results["n"])
     (vs, ve), (ss, se) = BLOCKS["verdict"], BLOCKS["summary"]
-    report.write_blocks("x", {})
+    report.write_blocks("x", {"n": 1})
     assert path.read_text() == (
         f"# %% [markdown]\n# # T\n\n# %% [markdown]\n# {vs}\n# v\n# {ve}\n\n# %%\nx = 1\n\n"
         f"# %% [markdown]\n# ## Reproducibility summary\n#\n# {ss}\n# s\n# {se}\n\n"
@@ -171,9 +172,12 @@ def test_an_interrupted_save_leaves_no_staging_folder(monkeypatch, tmp_path):
 def test_set_style_sets_the_books_figure_defaults():
     import matplotlib as mpl
     import pandas as pd
+    import seaborn as sns
 
     with mpl.rc_context():
+        sns.set_context("poster")
         display.set_style()
+        assert mpl.rcParams["font.size"] == sns.plotting_context("notebook")["font.size"]
         assert tuple(mpl.rcParams["figure.figsize"]) == (6.4, 3.6) and mpl.rcParams["figure.dpi"] == 100
         assert mpl.rcParams["lines.linewidth"] == 2 and mpl.rcParams["axes.titlesize"] == "medium"
         assert mpl.rcParams["savefig.bbox"] == "tight" and mpl.rcParams["axes.grid"]
@@ -208,6 +212,37 @@ def test_the_grader_compares_sequences_by_element_and_shape_and_others_by_equali
     assert not close(1.0, (1.0,)) and not close((1.0,), (1.0, 2.0)) and not close([1.0, 2.0], [1.0, 3.0])
     assert not close(np.ones(3), np.ones((1, 3))) and close(np.nan, np.nan)
     assert close("a", "a") and not close("a", "b") and not close({"a": 1}, {"a": 2})
+    from fractions import Fraction
+
+    assert close([Fraction(1, 3)], [1 / 3]) and close(1 / 3, Fraction(1, 3))   # compared as floats
+
+
+def test_seeding_sets_pythons_numpys_and_torchs_global_generators():
+    """seed_everything(s): the same draws as seeding each library by hand with s (numpy with s mod 2^32)."""
+    import random
+
+    import torch
+
+    def draws():
+        return random.random(), np.random.rand(), float(torch.rand(()))
+
+    rng = runtime.seed_everything(2**32 + 7)
+    first = draws()
+    random.seed(2**32 + 7)
+    np.random.seed(7)
+    torch.manual_seed(2**32 + 7)
+    assert draws() == first
+    assert rng.random() == np.random.default_rng(2**32 + 7).random()
+    runtime.seed_everything(3)
+    a = draws()
+    runtime.seed_everything(3)
+    assert draws() == a != first
+
+
+def test_the_device_is_the_cpu_without_torch(monkeypatch):
+    monkeypatch.delenv("REPLIB_DEVICE", raising=False)
+    monkeypatch.setitem(sys.modules, "torch", None)   # `import torch` raises ImportError
+    assert runtime.device() == "cpu"
 
 
 def test_the_device_is_the_cpu_without_a_gpu_unless_forced(monkeypatch):

@@ -519,3 +519,21 @@ def test_results_files_are_indented_and_read_back_as_written(tmp_path):
     assert path.read_text().startswith('{\n "claims": [\n  {\n   "id": "c"')
     claims = read_json(path)["claims"]
     assert claims[0]["values"] == [INF, -INF, "odd", 1.0] and claims[1]["values"] == []
+
+
+def test_the_report_prints_one_line_per_claim_then_every_violated_check(capsys, monkeypatch):
+    """Ledger.report: id, verdict, interval, declared bar (with the null only for a headline), statement;
+    then one line naming every violated check, joined by '; '."""
+    chapter = {"slug": "x", "claims": [
+        _claim("h1", "headline", "<=", 0.85), _claim("m1", "mechanism", ">=", 0.5),
+        _claim("k1", "check", "<=", 0.0), _claim("k2", "check", ">=", 1.0)]}
+    monkeypatch.setattr("replib.core.ledger.load_chapter", lambda slug: chapter)
+    ledger = Ledger("x", "book", seeds=[0, 1])
+    ledger.record_all({0: {"h1": 0.5, "m1": 1.0, "k1": 0.0, "k2": 0.0}, 1: {"h1": 0.5, "m1": 1.0, "k1": 1.0, "k2": 2.0}})
+    ledger.report()
+    h1, m1, k1, k2, violated = capsys.readouterr().out.splitlines()
+    assert h1 == (f"{'h1':<28} {'holds':<28} interval [0.5, 0.5] (declared <= 0.85; vs null 1.0: holds): "
+                  "statement of h1")
+    assert m1 == f"{'m1':<28} {'holds':<28} interval [1, 1] (declared >= 0.5): statement of m1"
+    assert violated == ("VIOLATED CHECKS (the code is wrong somewhere): k1: violated (on 1 of 2 seeds); "
+                        "k2: violated (on 1 of 2 seeds)")

@@ -117,7 +117,7 @@ def test_unreadable_and_unconfirmed_results_are_listed_by_name(monkeypatch, tmp_
     _write(tmp_path / "d.json", json.dumps({**base, "slug": "d"}))                        # not a chapter
     monkeypatch.setattr(results, "results_dir", lambda: tmp_path)
     monkeypatch.setattr(results, "chapter_slugs", lambda: ["b", "c"])
-    monkeypatch.setattr(results, "load_chapter", lambda slug: {"confirmatory_seeds": [1000, 1001]})
+    monkeypatch.setattr(results, "load_chapter", lambda slug: {"b": {"confirmatory_seeds": [1000, 1001]}}[slug])
     (line,) = results.unreadable_results()
     assert line.startswith(f"{tmp_path / 'a.json'}: not a readable results file (")
     assert results.unconfirmed_results() == [
@@ -134,7 +134,7 @@ LEDGER = results.REJUDGE_MAY_CHANGE[1]   # the judging code (its path as the pac
 
 def _sources(monkeypatch, now: dict[str, dict], fingerprint: str = "fp-now"):
     """Every chapter's fingerprint is ``fingerprint`` and its per-file hashes are ``now[slug]``."""
-    monkeypatch.setattr(results, "fingerprint", lambda slug: fingerprint)
+    monkeypatch.setattr(results, "fingerprint", lambda slug: now[slug] and fingerprint)
     monkeypatch.setattr(results, "source_hashes", lambda slug: dict(now[slug]))
 
 
@@ -157,21 +157,28 @@ def test_stale_results_say_whether_to_re_run_or_re_judge(monkeypatch, tmp_path):
     records = {"fresh": {"fingerprint": "fp-now"},
                "judging": {"sources": {**hashes, YML: "y0", LEDGER: "l0"}},
                "measuring": {"sources": {**hashes, CODE: "c0", YML: "y0"}},
-               "prose": {"sources": hashes}, "unrecorded": {}, "zgone": {}}
+               "prose": {"sources": hashes}, "unrecorded": {}, "zgone": {},
+               "whole": {"sources": {**hashes, **{f.format(slug="x"): "old" for f in results.REJUDGE_MAY_CHANGE}}}}
     for slug, extra in records.items():
         _write(tmp_path / f"{slug}.json", json.dumps({**base, "slug": slug, **extra}))
+    _write(tmp_path / "0bad.json", "{not json")   # unreadable: named by another check, skipped here
     monkeypatch.setattr(results, "results_dir", lambda: tmp_path)
     monkeypatch.setattr(results, "chapter_slugs", lambda: sorted(set(records) - {"zgone"}))
-    monkeypatch.setattr(results, "fingerprint", lambda slug: "fp-now")
-    monkeypatch.setattr(results, "source_hashes",
-                        lambda slug: {k.replace("/x/", f"/{slug}/"): v for k, v in hashes.items()})
+    monkeypatch.setattr(results, "fingerprint", lambda slug: records[slug] and "fp-now")
+    monkeypatch.setattr(results, "source_hashes", lambda slug: records[slug] and {
+        k.replace("/x/", f"/{slug}/"): v for k, v in {**{f.format(slug="x"): "new" for f in results.REJUDGE_MAY_CHANGE}, **hashes}.items()})
     for slug in records:   # the per-file keys name each chapter's own files
         path = tmp_path / f"{slug}.json"
+        if slug in ("judging", "measuring", "prose"):   # these differ from now only where named
+            data = json.loads(path.read_text())
+            data["sources"] = {**{f.format(slug="x"): "new" for f in results.REJUDGE_MAY_CHANGE}, **data["sources"]}
+            path.write_text(json.dumps(data))
         data = json.loads(path.read_text())
         if "sources" in data:
             data["sources"] = {k.replace("/x/", f"/{slug}/"): v for k, v in data["sources"].items()}
             path.write_text(json.dumps(data))
     judging = ", ".join(sorted([LEDGER, "notebooks/judging/chapter.yml"]))
+    whole = ", ".join(sorted(f.format(slug="whole") for f in results.REJUDGE_MAY_CHANGE))  # all of them, no more
     measuring = ", ".join(sorted([CODE.replace("/x/", "/measuring/"), "notebooks/measuring/chapter.yml"]))
     assert results.stale_results() == [
         f"judging.json: only prose, declarations or the judging code changed ({judging}; "
@@ -182,6 +189,7 @@ def test_stale_results_say_whether_to_re_run_or_re_judge(monkeypatch, tmp_path):
         "re-judge: replib rejudge prose)",
         "unrecorded.json: sources changed since it was produced ((sources not recorded per file); "
         "re-run: replib run unrecorded --profile book --update-results)",
+        f"whole.json: only prose, declarations or the judging code changed ({whole}; re-judge: replib rejudge whole)",
         "zgone.json: no chapter named 'zgone'"]
 
 
@@ -196,7 +204,7 @@ def _rejudgeable(monkeypatch, tmp_path, seeds=(1001, 1000, 1004, 1003, 1002), co
     _write(tmp_path / "x.json", json.dumps(data))
     monkeypatch.setattr(results, "results_dir", lambda: tmp_path)
     chapter = {"claims": DECLARED, "confirmatory_seeds": list(confirmatory_seeds)}
-    monkeypatch.setattr(results, "load_chapter", lambda slug: chapter)
+    monkeypatch.setattr(results, "load_chapter", lambda slug: {"x": chapter}[slug])
     _sources(monkeypatch, {"x": {CODE: "c", YML: "y1"}})
     return data
 
@@ -223,6 +231,10 @@ def test_a_rejudgement_keeps_the_values_and_records_what_they_were_measured_unde
     again = read_json(results.rejudge_committed("x"))
     assert again["rejudged"]["values_fingerprint"] == "fp-then" and again["fingerprint"] == "fp-later"
     assert again["rejudged"]["values_created"] == "2026-01-01T00:00:00+00:00"
+    # a record re-judged before keeps what its first re-judgement recorded, not its own 'created'
+    _rejudgeable(monkeypatch, tmp_path, rejudged={"values_fingerprint": "fp-first", "values_created": "2025-06-01"})
+    kept = read_json(results.rejudge_committed("x"))["rejudged"]
+    assert kept["values_fingerprint"] == "fp-first" and kept["values_created"] == "2025-06-01"
 
 
 @pytest.mark.parametrize("seeds, declared, confirmatory", [
@@ -239,10 +251,11 @@ def test_a_rejudgement_marks_results_confirmatory_only_on_the_declared_seeds(
 
 def test_a_rejudgement_is_refused_when_measuring_code_changed(monkeypatch, tmp_path):
     before = _rejudgeable(monkeypatch, tmp_path)
-    _sources(monkeypatch, {"x": {CODE: "c-edited", YML: "y1", LEDGER: "new"}})
+    task = CODE.replace("method.py", "task.py")
+    _sources(monkeypatch, {"x": {CODE: "c-edited", YML: "y1", LEDGER: "new", task: "t"}})
     with pytest.raises(ValueError) as err:
         results.rejudge_committed("x")
-    assert str(err.value) == (f"x: {CODE} changed since the values were measured; re-run: "
+    assert str(err.value) == (f"x: {CODE}, {task} changed since the values were measured; re-run: "
                               "replib run x --profile book --update-results")
     assert json.loads((tmp_path / "x.json").read_text()) == before   # nothing written
     # a record without per-file hashes cannot tell what changed: its values are judged again
