@@ -257,3 +257,25 @@ def test_the_device_is_the_cpu_without_a_gpu_unless_forced(monkeypatch):
     assert runtime.device() == "mps"
     monkeypatch.setenv("REPLIB_DEVICE", "")
     assert runtime.device() == "cuda"
+
+
+def test_profiles_resolve_an_empty_name_like_none_and_configure_uses_the_named_profile(monkeypatch):
+    from replib.core.profiles import configure, describe_bound, resolve_profile
+
+    monkeypatch.delenv("REPLIB_PROFILE", raising=False)
+    assert resolve_profile("") == "book"
+    monkeypatch.setenv("REPLIB_PROFILE", "paper")
+    assert resolve_profile("") == "paper" and resolve_profile("smoke") == "smoke"
+    defaults = {p: {"steps": n, "lr": 0.1, "seeds": [0]} for p, n in (("smoke", 1), ("book", 10), ("paper", 100))}
+    cfg = configure(defaults, "smoke", seeds=None, lr=2)          # a None override is skipped, not the rest
+    assert (cfg.profile, cfg.steps, cfg.lr, cfg.seeds) == ("smoke", 1, 2.0, [0])
+    assert describe_bound(None) == "any" and describe_bound((None, 5)) == "<= 5"
+    assert describe_bound((1, None)) == ">= 1" and describe_bound((1, 5)) == "1 to 5"
+
+
+def test_marked_progress_lines_stay_and_come_at_most_every_interval(monkeypatch):
+    monkeypatch.setenv("REPLIB_PROGRESS", "lines")
+    bar = display.progress(range(2))
+    assert bar.leave is True and bar.mininterval == display.LINES_INTERVAL == 10.0
+    assert bar.desc == "" and isinstance(bar.fp._wrapped, display._MarkedLines)
+    bar.close()
