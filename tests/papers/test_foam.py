@@ -472,6 +472,7 @@ def test_profiles_and_a_tiny_experiment():
     ("foam", dict(start=5, eps_max=1e-10)),
     ("foam_no_refresh", dict(start=5, freeze=20)),
     ("foam_no_adaptive_eps_tau4", dict(start=5)),
+    ("foam", dict(start=5, eps_max=1e-10, p=4)),  # fourth roots: the root order reaches every factor
     ("adam", {}),
 ])
 def test_batched_trainer_equals_one_run_per_member(config, settings):
@@ -492,8 +493,13 @@ def test_batched_trainer_equals_one_run_per_member(config, settings):
             assert np.array_equal(got.curve["evds"], ref.curve["evds"])
             if k == 0:
                 assert len(got.controller) == len(ref.controller)
-                for a, b in zip(got.controller, ref.controller):
-                    assert a["refreshed"] == b["refreshed"] and a["h"] == pytest.approx(b["h"], rel=1e-6)
+                for a, b in zip(got.controller, ref.controller):  # every logged field, not only h
+                    assert set(a) == set(b)
+                    for key, value in b.items():
+                        if isinstance(value, float):
+                            assert a[key] == pytest.approx(value, rel=1e-6), key
+                        else:
+                            assert a[key] == value and type(a[key]) is type(value), key
     finally:
         experiment.policy = orig
 
@@ -654,3 +660,307 @@ def test_training_loop_takes_an_adam_step_on_the_minibatch_mse():
     assert res.curve["step"].tolist() == [0, 1]
     assert res.curve["loss"][1] == pytest.approx(want, rel=1e-5)
     assert res.curve["loss"][1] < res.curve["loss"][0]
+
+
+# ---- issue 44: messages, labels, counters, the controller log, FOAM's flop count ----------------
+
+
+def test_policy_errors_name_the_bad_value_and_labels_name_each_configuration():
+    """Invalid kinds, cadences, starts and configuration names are refused with the bad value and the valid
+    choices; config_label gives each configuration's display label."""
+    with pytest.raises(ValueError, match=r"^unknown policy kind 'soap'; valid: stale, foam, foam_no_refresh, "
+                                         r"foam_no_adaptive_eps, adam$"):
+        method.Policy("soap")
+    with pytest.raises(ValueError, match=r"^the cadence f must be >= 1, got 0$"):
+        method.Policy("stale", f=0)
+    with pytest.raises(ValueError, match=r"^the preconditioning start must be a step >= 1, got 0$"):
+        method.Policy("foam", start=0)
+    assert method.Policy("foam", f=1, start=1).f == 1  # the smallest valid cadence and start
+    with pytest.raises(ValueError, match=r"^unknown configuration 'soap'; valid: stale_f<f>, foam, foam_f<f>, "
+                                         r"foam_no_refresh, foam_no_adaptive_eps, foam_no_adaptive_eps_tau<tau>, "
+                                         r"adam$"):
+        method.policy("soap")
+    with pytest.raises(ValueError, match=r"^use AdamOptimizer for the adam configuration$"):
+        method.ShampooOptimizer(torch.nn.Linear(2, 3), method.policy("adam"), lr=1e-3)
+    names = ["stale_f10", "stale_f50", "foam", "foam_f20", "foam_no_refresh", "foam_no_adaptive_eps",
+             "foam_no_adaptive_eps_tau0.75", "foam_no_adaptive_eps_tau2.5", "adam"]
+    assert [method.config_label(n) for n in names] == [
+        "stale f=10", "stale f=50", "FOAM", "FOAM f=20", "FOAM w/o refresh", "FOAM w/o adaptive eps",
+        "FOAM w/o adaptive eps", "FOAM w/o adaptive eps, tau=2.5", "Adam"]
+
+
+def test_counters_add_up_each_eigendecomposition_and_its_time(monkeypatch):
+    """evds counts every eigendecomposition and eigh_seconds adds the clock time around each one (a fake clock
+    advancing 0.25 s per reading: 0.25 s each); Adam has none of either, and no factors or log."""
+    prm = torch.nn.Parameter(torch.zeros(3, dtype=torch.float64))
+    adam = method.AdamOptimizer([prm], lr=0.1)
+    assert adam.evds == 0 and adam.eigh_seconds == 0.0 and adam.factors == [] and adam.log == []
+    ticks = iter(np.arange(1000) * 0.25)
+    monkeypatch.setattr(method.time, "perf_counter", lambda: float(next(ticks)))
+    fac = method.KroneckerFactor("W1.L", 3)
+    assert fac.name == "W1.L" and fac.evds == 0 and fac.eigh_seconds == 0.0 and math.isnan(fac.eps)
+    assert fac.Q is None and fac.d is None and fac.root is None  # nothing cached before the first EVD
+    fac.refresh(psd(1, m=3), 1e-3)
+    fac.refresh(psd(2, m=3), 1e-2)
+    assert fac.evds == 2 and fac.eigh_seconds == pytest.approx(0.5) and fac.eps == 1e-2
+    lin = torch.nn.Linear(2, 3).double()
+    opt = method.ShampooOptimizer(lin, method.Policy("stale", f=1, eps0=1e-3), lr=0.01)
+    rng = np.random.default_rng(0)
+    for _ in range(2):
+        lin.weight.grad, lin.bias.grad = torch.tensor(rng.normal(size=(3, 2))), torch.tensor(rng.normal(size=3))
+        opt.step()
+    assert [f.name for f in opt.factors] == ["W1.L", "W1.R"] and [f.evds for f in opt.factors] == [2, 2]
+    assert opt.evds == 4 and opt.eigh_seconds == pytest.approx(4 * 0.25) and opt.checks == 0
+
+
+def _whitened(F_old, F_new, eps):
+    """rc = ||W (F_new - F_old) W||_F and alpha = ||W||_2 / ||W||_F with W = (F_old + eps I)^{-1/2} (scipy)."""
+    W = _root(F_old, eps)
+    return np.linalg.norm(W @ (F_new - F_old) @ W), np.linalg.norm(W, 2) / np.linalg.norm(W)
+
+
+def test_foam_check_log_records_the_check_by_hand():
+    """Each FOAM check logs step, factor, h = alpha RC / p, RC, alpha, eps before and after, whether it
+    refreshed, and the median, largest eigenvalue and eps / median of the basis in use after it (inf when the
+    median eigenvalue is 0); checks are counted per factor and in total."""
+    opt = method.ShampooOptimizer(task.autoencoder(0), method.Policy("foam", eps0=1e-12, eps_max=1.0), lr=1e-3,
+                                  log_controller=True)
+    fac = opt.blocks[2].L  # W3.L, 16 x 16
+    S = psd(9, m=16, rank=10)
+    fac.stat = S * (1 - 0.99)
+    opt._maintain(fac, 1)
+    assert opt.log == [] and fac.checks == 0
+    fac.rebuild(1e-3)
+    # a small drift at step 10: reuse, eps grows from 1e-3
+    F10 = S + 1e-4 * psd(10, m=16, rank=2)
+    fac.stat = F10 * (1 - 0.99**10)
+    opt._maintain(fac, 10)
+    rc, alpha = _whitened(S, F10, 1e-3)
+    h = alpha * rc / 2
+    d = np.clip(np.linalg.eigvalsh(S), 0, None)
+    eps = max(1e-12, 1e-3 * h / 0.75)
+    e = opt.log[-1]
+    assert (e["step"], e["factor"], e["refreshed"]) == (10, "W3.L", False)
+    assert e["rc"] == pytest.approx(rc, rel=1e-6) and e["alpha"] == pytest.approx(alpha, rel=1e-6)
+    assert e["h"] == pytest.approx(h, rel=1e-6) and e["eps_prev"] == 1e-3 and e["eps"] == pytest.approx(eps)
+    assert e["d_median"] == pytest.approx(np.median(d), rel=1e-8) and e["d_max"] == pytest.approx(d.max())
+    assert e["eps_rel"] == pytest.approx(eps / np.median(d))
+    # a rank-3 statistic at step 20 with a tight cap: refresh, eps0, the new basis has median eigenvalue 0
+    opt.policy = method.Policy("foam")
+    F20 = np.diag([0.0] * 13 + [1.0, 2.0, 3.0])  # exact zero eigenvalues
+    fac.stat = F20 * (1 - 0.99**20)
+    opt._maintain(fac, 20)
+    e = opt.log[-1]
+    assert (e["step"], e["refreshed"], e["eps"], e["eps_prev"]) == (20, True, 1e-12, pytest.approx(eps))
+    assert e["d_median"] == pytest.approx(0.0, abs=1e-10) and e["eps_rel"] == math.inf
+    assert e["d_max"] == 3.0
+    assert fac.checks == 2 and fac.check_refreshes == 1 and opt.checks == 2 and len(opt.log) == 2
+
+
+def test_batched_foam_flops_count_checks_rebuilds_and_refreshes():
+    """FOAM's optimizer flops per member: the elementwise, EMA and direction work of every step, 11 m^3 per
+    eigendecomposition (the first ones at step 1 and each cap-triggered refresh), 4 m^3 per check and 2 m^3
+    per root rebuilt with a changed eps, counted from the member's own check log."""
+    res = experiment.train_batch("foam", [0], [3e-3], steps=30, X=X_SMALL, eval_every=30, start=1,
+                                 eps_max=1e-10, log_controller=True)[0]
+    shapes = [(b, a) for a, b in zip(task.AE_SIZES[:-1], task.AE_SIZES[1:])]
+    size = {f"W{k}.{side}": (m if side == "L" else n) for k, (m, n) in enumerate(shapes, 1) for side in "LR"}
+    per_step = sum(10 * m * n + 4 * m * m * n + 4 * m * n * n for m, n in shapes) + 10 * sum(m for m, _ in shapes)
+    first = sum(11 * (m**3 + n**3) for m, n in shapes)
+    log = res.controller
+    assert len(log) == 12 * 3  # checks at steps 10, 20, 30
+    refreshed = [e for e in log if e["refreshed"]]
+    rebuilt = [e for e in log if not e["refreshed"] and e["eps"] != e["eps_prev"]]
+    assert refreshed and rebuilt  # both branches are exercised
+    checks = sum(4 * size[e["factor"]] ** 3 for e in log)
+    extra = sum(11 * size[e["factor"]] ** 3 for e in refreshed) + sum(2 * size[e["factor"]] ** 3 for e in rebuilt)
+    want = 30 * per_step + first + checks + extra + 30 * experiment.model_flops_per_step(4)
+    assert res.curve["flops"][-1] == pytest.approx(want, rel=1e-12)
+    assert res.evds == 12 + len(refreshed)
+
+
+def test_graft_of_a_unit_direction_is_scaled_to_the_adam_norm():
+    """graft(P, A) = P ||A||_F / ||P||_F by hand: P = (0.6, 0.8) of norm 1 and A = (3, 4) give (3, 4)."""
+    assert np.allclose(method.graft(np.array([[0.6, 0.8]]), np.array([[3.0, 4.0]])), [[3.0, 4.0]])
+    assert np.allclose(method.graft(np.array([[1.0, 0.0]]), np.array([[0.0, -2.0]])), [[2.0, 0.0]])
+
+
+def _drifts():
+    """A rank-10 statistic S, a large drift F (new directions), a larger one F2, and 3 S (no new direction)."""
+    S = psd(9, m=16, rank=10)
+    F = S + 10.0 * psd(11, m=16, rank=3)
+    return S, F, F + 10.0 * psd(13, m=16, rank=3), 3.0 * S
+
+
+def test_no_refresh_ablation_follows_foam_up_to_and_including_its_freeze_step():
+    """FOAM w/o refresh with freeze = 20: a check at t = 20 still uses FOAM's rule (a large drift refreshes and
+    resets eps to eps0); at t = 30 the damping is capped at eps_max and nothing is refreshed."""
+    opt = method.ShampooOptimizer(task.autoencoder(0), method.policy("foam_no_refresh", freeze=20), lr=1e-3)
+    fac = opt.blocks[2].L
+    S, F, F2, _ = _drifts()
+    for t, stat in ((1, S), (20, F), (30, F2)):
+        fac.stat = stat * (1 - 0.99**t)
+        opt._maintain(fac, t)
+        if t == 20:
+            assert fac.evds == 2 and fac.eps == 1e-12 and fac.check_refreshes == 1
+    assert fac.evds == 2 and fac.eps == method.EPS_MAX and fac.checks == 2 and fac.check_refreshes == 1
+
+
+def test_batched_checks_refresh_only_the_members_that_need_it():
+    """BatchedOptimizer's checks for two members with different drifts, FOAM w/o refresh with freeze = 20: at
+    t = 20 member 0 (large drift) alone refreshes and member 1 (no drift) keeps eps0 and its root; at t = 30
+    member 0's eps is capped and member 1's grows to eps0 h / tau (h of its own drift, S to 3 S); the flops are
+    11 m^3 per eigendecomposition, 4 m^3 per check, 2 m^3 per rebuilt root."""
+    w = torch.zeros(2, 16, 3)
+    opt = method.BatchedOptimizer([w], [], method.policy("foam_no_refresh", freeze=20), [1e-3, 1e-3], log_member=0)
+    L = opt.pairs[0][0]
+    S, _, F2, scaled = _drifts()
+    F = np.diag([0.0] * 13 + [1.0, 2.0, 3.0])  # new directions, and exact zero eigenvalues after the refresh
+    opt._refresh(L, np.arange(2), np.stack([S, S]))
+    root1 = L.root[1].copy()
+    opt._maintain(L, 20, np.stack([F, S]))
+    assert L.evds.tolist() == [2, 1] and L.check_refreshes.tolist() == [1, 0] and L.eps.tolist() == [1e-12, 1e-12]
+    assert np.array_equal(L.root[1], root1)
+    assert np.allclose(L.Q[0] @ np.diag(L.d[0]) @ L.Q[0].T, F, atol=1e-10)
+    e = opt.log[-1]  # member 0's check: refreshed onto a basis whose median eigenvalue is 0
+    assert (e["step"], e["factor"], e["refreshed"], e["eps"], e["d_max"]) == (20, "W1.L", True, 1e-12, 3.0)
+    assert e["d_median"] == 0.0 and e["eps_rel"] == math.inf
+    opt._maintain(L, 30, np.stack([F2, scaled]))
+    h1 = method.foam_proxy(L.Q[1], L.d[1], scaled, 1e-12, 2)[0]
+    assert L.eps[0] == method.EPS_MAX and L.eps[1] == pytest.approx(1e-12 * h1 / 0.75) and h1 > 0.75
+    assert np.allclose(L.root[1], method.inverse_root_from_eig(L.Q[1], L.d[1], L.eps[1], 2))
+    assert L.evds.tolist() == [2, 1] and L.checks.tolist() == [2, 2]
+    m3 = 16**3
+    assert opt.flops.tolist() == [(11 + 4 + 11 + 4 + 2) * m3, (11 + 4 + 4 + 2) * m3]
+    assert opt.evds.tolist() == [2, 1] and opt.evds.dtype.kind == "i"
+    assert L.evds.dtype.kind == L.checks.dtype.kind == L.check_refreshes.dtype.kind == "i"  # counts
+    e = opt.log[-1]  # t = 30: the basis of t = 20 is kept, its damping capped
+    assert (e["step"], e["refreshed"], e["eps"], e["eps_prev"], e["eps_rel"]) == (30, False, method.EPS_MAX, 1e-12, math.inf)
+
+
+def test_single_precision_inputs_are_computed_in_double():
+    """The building blocks work in float64 (the module's contract): float32 inputs give exactly the results of
+    their float64 copies, for the EMA, the bias correction, the eigendecomposition, the root and the proxy."""
+    rng = np.random.default_rng(12)
+    G32 = rng.normal(size=(5, 3)).astype(np.float32)
+    A32, B32 = psd(3, m=6).astype(np.float32), psd(4, m=6).astype(np.float32)
+    f64 = lambda x: np.asarray(x, dtype=np.float64)  # noqa: E731
+    for side, F32 in (("L", psd(1, m=5).astype(np.float32)), ("R", psd(2, m=3).astype(np.float32))):
+        got = method.ema_factor(F32, G32, 0.9, side)
+        assert got.dtype == np.float64 and np.array_equal(got, method.ema_factor(f64(F32), f64(G32), 0.9, side))
+    got = method.bias_corrected(A32, 0.99, 3)
+    assert got.dtype == np.float64 and np.array_equal(got, method.bias_corrected(f64(A32), 0.99, 3))
+    Q, d = method.eigendecompose(A32)
+    Q64, d64 = method.eigendecompose(f64(A32))
+    assert Q.dtype == d.dtype == np.float64 and np.array_equal(d, d64) and np.array_equal(Q, Q64)
+    assert np.array_equal(method.damped_inverse_root(A32, 1e-3), method.damped_inverse_root(f64(A32), 1e-3))
+    Q32, d32 = Q64.astype(np.float32), d64.astype(np.float32)
+    root = method.inverse_root_from_eig(f64(Q32), d32, 1e-3)
+    assert np.array_equal(root, method.inverse_root_from_eig(f64(Q32), f64(d32), 1e-3))
+    got = method.foam_proxy(Q32, d32, B32, 1e-3)
+    assert got == method.foam_proxy(f64(Q32), f64(d32), f64(B32), 1e-3)
+
+
+def test_boundaries_are_where_the_method_puts_them():
+    """Boundary cases by hand: stale(f) runs its first EVD at step ``start`` even when the run ends there; the
+    controller refreshes only when eps_tilde exceeds eps_max strictly (0.25 * 1.5 / 0.75 = 0.5 = eps_max
+    keeps 0.5) and floors at eps0."""
+    assert method.stale_evd_count(20, 10, start=20) == 1 and method.stale_evd_count(19, 10, start=20) == 0
+    assert method.stale_evd_count(5, 10) == 1 and method.stale_evd_count(10, 10) == 2
+    assert method.controller_step(0.25, 1.5, eps0=0.125, eps_max=0.5, tau=0.75) == (0.5, False)
+    assert method.controller_step(0.25, 1.5, eps0=0.125, eps_max=0.4375, tau=0.75) == (0.125, True)
+    assert method.controller_step(0.25, 0.25, eps0=0.125, eps_max=0.5, tau=0.75) == (0.125, False)
+
+
+def test_checks_refresh_only_above_their_thresholds_in_both_optimizers():
+    """A check whose h equals tau exactly (FOAM w/o adaptive eps) or whose eps_tilde equals eps_max exactly
+    (FOAM) does not refresh, in ShampooOptimizer and in BatchedOptimizer; just above, it does."""
+    S, _, _, scaled = _drifts()
+    Q, d = method.eigendecompose(S)
+    h = method.foam_proxy(Q, d, scaled, 1e-12, 2)[0]
+    grown = 1e-12 * h / 0.75
+    cases = [(dict(kind="foam_no_adaptive_eps", tau=h), False), (dict(kind="foam_no_adaptive_eps", tau=h * 0.999), True),
+             (dict(kind="foam", eps_max=grown), False), (dict(kind="foam", eps_max=grown * 0.999), True)]
+    for settings, want in cases:
+        pol = method.Policy(**settings)
+        opt = method.ShampooOptimizer(task.autoencoder(0), pol, lr=1e-3)
+        fac = opt.blocks[2].L
+        fac.stat = S * (1 - 0.99)
+        opt._maintain(fac, 1)
+        fac.stat = scaled * (1 - 0.99**10)
+        opt._maintain(fac, 10)
+        batched = method.BatchedOptimizer([torch.zeros(1, 16, 3)], [], pol, [1e-3])
+        L = batched.pairs[0][0]
+        batched._refresh(L, np.arange(1), S[None])
+        batched._maintain(L, 10, scaled[None])
+        assert fac.check_refreshes == L.check_refreshes[0] == int(want), settings
+
+
+def test_batched_graft_keeps_the_adam_norm_for_small_directions_and_zero_for_zero_gradients():
+    """One BatchedOptimizer step (stale, heavy damping eps0 = 100, so ||P|| << 1): member 0 moves by lr times
+    graft(P, A) with P = (G G^T + 100 I)^{-1/2} G (G^T G + 100 I)^{-1/2} and A = G / (|G| + eps) (t = 1); member 1
+    has a zero gradient and stays where it is (no 0/0)."""
+    G = np.array([[0.3, -0.2], [0.1, 0.4], [-0.5, 0.2]])
+    w = torch.zeros(2, 3, 2, dtype=torch.float64)
+    w.grad = torch.from_numpy(np.stack([G, np.zeros_like(G)]))
+    opt = method.BatchedOptimizer([w], [], method.Policy("stale", eps0=100.0), [0.1, 0.1])
+    opt.step()
+    P = _root(G @ G.T, 100.0) @ G @ _root(G.T @ G, 100.0)
+    A = G / (np.abs(G) + method.ADAM_EPS)
+    assert np.linalg.norm(P) < 0.1
+    assert np.allclose(w[0].numpy(), -0.1 * P * np.linalg.norm(A) / np.linalg.norm(P), rtol=1e-10, atol=1e-13)
+    assert np.array_equal(w[1].numpy(), np.zeros((3, 2)))
+
+
+def test_ema_factor_defaults_to_the_left_factor_with_beta2():
+    """ema_factor(F, G) without options is the left factor with beta2 = 0.99: 0.99 F + 0.01 G G^T."""
+    G = np.array([[1.0, 2.0], [0.0, -1.0], [3.0, 0.5]])
+    F = np.eye(3)
+    assert np.allclose(method.ema_factor(F, G), 0.99 * F + 0.01 * G @ G.T)
+
+
+def test_optimizers_use_their_own_epsilon_and_log_only_on_request():
+    """Adam's epsilon given to an optimizer reaches every update (t = 1: x -= lr g / (|g| + eps), and the
+    grafted Shampoo step has that direction's norm; eps = 0.5 here); without log_controller a check logs
+    nothing."""
+    g = np.array([1.0, -0.25, 0.5])
+    prm = torch.nn.Parameter(torch.zeros(3, dtype=torch.float64))
+    opt = method.AdamOptimizer([prm], lr=0.1, eps=0.5)
+    prm.grad = torch.tensor(g)
+    opt.step()
+    assert np.allclose(prm.detach().numpy(), -0.1 * g / (np.abs(g) + 0.5), rtol=1e-12)
+    lin = torch.nn.Linear(2, 3).double()
+    W0, c0 = lin.weight.detach().numpy().copy(), lin.bias.detach().numpy().copy()
+    G = np.array([[0.3, -0.2], [0.1, 0.4], [-0.5, 0.2]])
+    sh = method.ShampooOptimizer(lin, method.Policy("foam"), lr=0.1, eps=0.5)
+    lin.weight.grad, lin.bias.grad = torch.tensor(G), torch.tensor(g)
+    sh.step()
+    A = G / (np.abs(G) + 0.5)
+    assert np.linalg.norm(lin.weight.detach().numpy() - W0) == pytest.approx(0.1 * np.linalg.norm(A), rel=1e-10)
+    assert np.allclose(lin.bias.detach().numpy(), c0 - 0.1 * g / (np.abs(g) + 0.5), rtol=1e-12)
+    fac = sh.blocks[0].L
+    fac.stat = 3.0 * fac.stat
+    sh._maintain(fac, 10)
+    assert sh.checks == 1 and sh.log == []
+
+
+@pytest.mark.parametrize("kind", ["foam", "foam_no_refresh"])
+def test_checks_grow_the_damping_by_h_over_the_policys_own_tau(kind):
+    """eps_t = max(eps0, eps_{t-1} h / tau) with the policy's tau (1 here, not the default 0.75), for FOAM and
+    for FOAM w/o refresh before its freeze step, in ShampooOptimizer and BatchedOptimizer alike."""
+    S, _, _, scaled = _drifts()
+    Q, d = method.eigendecompose(S)
+    h = method.foam_proxy(Q, d, scaled, 1e-12, 2)[0]
+    pol = method.Policy(kind, tau=1.0, eps_max=1.0, freeze=20 if kind == "foam_no_refresh" else 0)
+    opt = method.ShampooOptimizer(task.autoencoder(0), pol, lr=1e-3)
+    fac = opt.blocks[2].L
+    fac.stat = S * (1 - 0.99)
+    opt._maintain(fac, 1)
+    fac.stat = scaled * (1 - 0.99**10)
+    opt._maintain(fac, 10)
+    batched = method.BatchedOptimizer([torch.zeros(1, 16, 3)], [], pol, [1e-3])
+    L = batched.pairs[0][0]
+    batched._refresh(L, np.arange(1), S[None])
+    batched._maintain(L, 10, scaled[None])
+    want = 1e-12 * h / 1.0
+    assert want > 1e-12 and fac.eps == pytest.approx(want, rel=1e-9) and L.eps[0] == pytest.approx(want, rel=1e-9)
