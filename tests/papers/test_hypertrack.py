@@ -513,3 +513,157 @@ def test_unseen_family_shifts_only_the_unseen_apps():
     for a, b in zip(plain.style[unseen], shifted.style[unseen]):  # one shared matrix for every unseen app
         assert np.allclose(a @ family, b)
     assert np.abs(family - np.eye(task.APPEARANCE)).max() > 0.1
+
+
+# ---- the kit's geometry at its edges (issue 44) --------------------------------------------------
+
+
+def test_enlarge_box_scales_only_width_and_height_and_takes_integer_boxes():
+    """GUIEvalKit's enlargement keeps the centre and multiplies w and h by the factor, for integer boxes too, and
+    leaves its input alone."""
+    box = np.array([[1, 2, 3, 4], [0, 0, 10, 1]])
+    out = method.enlarge_box(box, 1.5)
+    assert out.tolist() == [[1.0, 2.0, 4.5, 6.0], [0.0, 0.0, 15.0, 1.5]]
+    assert box.tolist() == [[1, 2, 3, 4], [0, 0, 10, 1]]
+    assert np.allclose(method.enlarge_box([[0.5, 0.5, 0.2, 0.1]]), [[0.5, 0.5, 0.24, 0.12]])  # default 1.2
+
+
+def test_inside_box_includes_edges_and_uses_each_axis_half_extent():
+    """|x - cx| <= w / 2 and |y - cy| <= h / 2 (edges included, up to 1e-12), with the width for x and the height
+    for y; a missing point (None, read as nan) is outside, and the answer is a boolean array whatever the input's
+    dtype (object arrays, as the kit's tables hold, included)."""
+    box = [0.5, 0.5, 0.5, 0.5]  # edges at 0.25 and 0.75, exact in binary
+    on_edges = method.inside_box([[0.75, 0.5], [0.5, 0.75], [0.25, 0.25], [0.75, 0.75]], [box] * 4)
+    assert on_edges.tolist() == [True] * 4
+    unit = [0.0, 0.0, 1.0, 1.0]  # the tolerance: 1e-12 past the edge is still inside, 3e-12 is not
+    tol = method.inside_box([[0.5 + 1e-12, 0.0], [0.0, 0.5 + 1e-12], [0.5 + 3e-12, 0.0], [0.0, 0.5 + 3e-12]], [unit] * 4)
+    assert tol.tolist() == [True, True, False, False]
+    flat = [0.5, 0.5, 0.2, 0.12]  # half width 0.1, half height 0.06
+    pts = [[0.59, 0.5], [0.61, 0.5], [0.5, 0.555], [0.5, 0.565], [0.5, 0.445], [0.59, 0.555]]
+    assert method.inside_box(pts, [flat] * 6).tolist() == [True, False, True, False, True, True]
+    pts = np.array([[None, None], [0.5, 0.5], [0.7, 0.5]], dtype=object)
+    got = method.inside_box(pts, np.array([flat] * 3, dtype=object))
+    assert got.dtype == bool and got.tolist() == [False, True, False]
+
+
+def test_step_match_needs_the_type_and_checks_every_parameter_kind():
+    """EM = type match and right parameters: a wrong TYPE/OPEN text fails even with the right type; a scroll or
+    type predicted with a point inside a click's box is not a click; text_match fails when neither text contains
+    the other; no pairs give an empty boolean array."""
+    box = [0.5, 0.5, 0.2, 0.1]
+    gt = kit(["type", "open", "click", "click", "type", "open"], boxes=[[0] * 4] * 2 + [box] * 2 + [[0] * 4] * 2,
+             texts=["party", "ab", "", "", "party", "ab"])
+    pred = kit(["type", "open", "scroll", "type", "type", "open"],
+               points=[[np.nan] * 2] * 2 + [[0.5, 0.5]] * 2 + [[np.nan] * 2] * 2, directions=["", "", "up", "", "", ""],
+               texts=["xyz", "zz", "", "", "art", "b"])
+    tm, em = method.step_match(pred, gt)
+    assert tm.tolist() == [True, True, False, True, True, True]
+    assert em.tolist() == [False, False, False, False, True, True]
+    assert method.text_match(["x", "party", "PARTY"], ["party", "x", " party"]).tolist() == [False, False, True]
+    empty = method.text_match([], [])
+    assert empty.dtype == bool and empty.shape == (0,)
+
+
+def test_step_match_click_rule_per_step_with_its_own_factor_and_distance():
+    """A click is judged step by step: a missing (nan) point fails only its own step; the box is enlarged by the
+    given factor, not the default; without a box (width 0, whatever the height) the point must lie within the
+    given distance of the GT centre, the distance itself included; inputs held as object arrays work the same."""
+    box = [0.5, 0.5, 0.2, 0.1]
+    gt = kit(["click"] * 3, boxes=[box] * 3)
+    pred = kit(["click"] * 3, points=[[np.nan, np.nan], [0.5, 0.5], [0.65, 0.5]])
+    assert method.step_match(pred, gt)[1].tolist() == [False, True, False]  # 0.65 is outside the 1.2x box
+    assert method.step_match(pred, gt, box_factor=2.0)[1].tolist() == [False, True, True]  # inside the 2x box
+    no_box = kit(["click"] * 4, boxes=[[0.5, 0.5, 0.0, 0.5]] * 4)  # width 0: no box, the distance rule
+    pts = kit(["click"] * 4, points=[[0.75, 0.5], [0.5, 0.25], [0.76, 0.5], [0.5, 0.7]])
+    assert method.step_match(pts, no_box, distance=0.25)[1].tolist() == [True, True, False, True]
+    flat = kit(["click"] * 2, boxes=[[0.5, 0.5, 0.2, 0.0]] * 2)  # width > 0, height 0: a box, a line in y
+    on_line = kit(["click"] * 2, points=[[0.55, 0.5], [0.5, 0.52]])
+    assert method.step_match(on_line, flat, box_factor=1.0)[1].tolist() == [True, False]
+    as_objects = {k: np.asarray(v, dtype=object) for k, v in pred.items()}
+    gt_objects = {k: np.asarray(v, dtype=object) for k, v in gt.items()}
+    as_objects["point"][0] = [None, None]
+    tm, em = method.step_match(as_objects, gt_objects)
+    assert em.tolist() == [False, True, False] and tm.all()
+
+
+def test_episode_metrics_take_em_as_zero_one_integers():
+    """Success and goal progress from EM written as 0/1 integers equal those from booleans."""
+    out = method.episode_metrics(np.array([1, 1, 0, 1, 1]), [0, 0, 0, 1, 1])
+    assert out["success"].tolist() == [0.0, 1.0]
+    assert np.allclose(out["goal_progress"], [2 / 3, 1.0])
+
+
+def test_losses_keep_the_policy_dtype_with_float64_numpy_inputs():
+    """The SFT and DAPO losses are computed in the log-probabilities' dtype when the mask, the old log-probabilities
+    and the advantages come as float64 numpy arrays (as group advantages and recorded masks do), with the values of
+    the hand-written formulas."""
+    logp = torch.log(torch.tensor([[0.5, 0.25], [0.8, 1.0]], dtype=torch.float32))
+    mask = np.array([[1.0, 1.0], [1.0, 0.0]])
+    sft = method.sft_loss(logp, mask)
+    assert sft.dtype == torch.float32 and float(sft) == pytest.approx((np.log(2) + np.log(4) - np.log(0.8)) / 3, rel=1e-6)
+    old = np.log(np.array([[0.4, 0.25], [1.0, 1.0]]))  # ratios 1.25, 1.0 | 0.8
+    dapo = method.dapo_loss(logp, old, np.array([1.0, -2.0]), mask)
+    assert dapo.dtype == torch.float32
+    assert float(dapo) == pytest.approx(-(1.25 + 1.0 - 1.6) / 3, rel=1e-5)
+
+
+def test_dapo_loss_defaults_clip_at_0_8_and_1_3():
+    """With the default clip range (eps_low 0.2, eps_high 0.3) a ratio of 1.5 with A > 0 counts as 1.3 and a ratio of
+    0.5 with A < 0 as 0.8; ratios inside the range are left alone."""
+    old = torch.zeros(1, 4, dtype=torch.float64)
+    new = torch.log(torch.tensor([[1.5, 0.5, 1.1, 0.9]], dtype=torch.float64))
+    for adv, want in ((1.0, 1.3 + 0.5 + 1.1 + 0.9), (-1.0, -1.5 - 0.8 - 1.1 - 0.9)):
+        loss = method.dapo_loss(new, old, torch.tensor([adv], dtype=torch.float64), torch.ones(1, 4))
+        assert float(loss) == pytest.approx(-want / 4)
+
+
+def test_rft_update_defaults_and_reward_statistics(small, monkeypatch):
+    """rft_update's defaults: two DAPO epochs with clip range (0.2, 0.3), at most 8 draws when no group has mixed
+    rewards; mean_reward is the mean over every sampled reward, the dropped groups' included."""
+    world, tasks = small
+    obs = task.observe(task.record_episodes(world, tasks[:2], "phone"))
+    policy = task.GUIPolicy(hidden=16, seed=0)
+    optimiser = torch.optim.SGD(policy.parameters(), lr=0.01)
+    calls, real = [], method.dapo_loss
+
+    def spy(new, old, adv, mask, eps_low, eps_high):
+        calls.append((eps_low, eps_high))
+        return real(new, old, adv, mask, eps_low, eps_high)
+
+    monkeypatch.setattr(method, "dapo_loss", spy)
+
+    def draw_states():
+        return {k: v[:4] for k, v in obs.items()}, np.arange(4)
+
+    def reward(states, actions):  # states 1 and 3 mixed (0, 1, 0, 1), states 0 and 2 all 1: mean 12 / 16
+        return np.where(states % 2 == 1, np.arange(len(states)) % 2, 1.0)
+
+    gen = torch.Generator().manual_seed(0)
+    stats = method.rft_update(policy, optimiser, draw_states, reward, 4, 2, gen)
+    assert calls == [(0.2, 0.3)] * 2
+    assert stats["mean_reward"] == pytest.approx(0.75) and stats["draws"] == 1 and stats["groups"] == 2
+    stats = method.rft_update(policy, optimiser, draw_states, lambda s, a: 2.0 * np.ones(len(s)), 4, 2, gen)
+    assert stats["draws"] == 8 and stats["groups"] == 0 and stats["share_kept"] == 0.0
+    assert stats["mean_reward"] == pytest.approx(2.0) and len(calls) == 2
+
+
+def test_rft_update_draws_its_samples_from_the_given_generator(small):
+    """The G actions per state come from the generator passed in, not torch's global one: the same seed gives the
+    same samples whatever the global state, another seed other samples."""
+    import copy
+
+    world, tasks = small
+    obs = task.observe(task.record_episodes(world, tasks[:2], "phone"))
+    base = task.GUIPolicy(hidden=16, seed=0)
+
+    def sampled(seed):
+        seen = []
+        policy = copy.deepcopy(base)
+        torch.rand(7)  # move the global generator between runs
+        method.rft_update(policy, torch.optim.SGD(policy.parameters(), lr=0.0), lambda: ({k: v[:3] for k, v in obs.items()},
+                          np.arange(3)), lambda s, a: seen.append(a.copy()) or np.arange(len(s)) % 2, 4, 3,
+                          torch.Generator().manual_seed(seed), epochs=1)
+        return seen[0]
+
+    first = sampled(0)
+    assert np.array_equal(first, sampled(0)) and not np.array_equal(first, sampled(1))
