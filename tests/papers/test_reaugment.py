@@ -477,3 +477,170 @@ def test_fit_forecasters_first_step_is_adam_on_the_weighted_member_losses(one_to
         big = g.abs() > 1e-5
         assert torch.allclose(step[big], torch.sign(g[big]), atol=1e-2)
         assert bool((step[~big].abs() <= 1 + 1e-3).all())
+
+
+# ---- issue 44: what the mutation run found untested ------------------------------------------------
+
+
+def test_select_anchors_default_half_ties_by_window_order_and_unsigned_variances():
+    """A = the top half by zoo variance by default (4 windows -> 2); tied variances keep window order
+    (a stable sort: 200 windows, every third tied at the top); integer (unsigned) variances rank as numbers."""
+    assert method.select_anchors([0.5, 3.0, 1.0, 2.0]).tolist() == [1, 3]
+    v = np.zeros(200)
+    v[::3] = 1.0
+    assert method.select_anchors(v, 0.2).tolist() == list(range(0, 120, 3))
+    assert method.select_anchors(np.array([0, 3, 1, 2], dtype=np.uint8), 0.5).tolist() == [1, 3]
+
+
+def test_fold_gap_is_double_precision_for_float32_errors():
+    """The in-fold mean of float32 errors equals the float64 mean of those same entries (by hand)."""
+    e32 = np.array([[0.1, 0.7, 0.3], [0.2, 0.9, 0.6], [0.4, 0.8, 0.5]], dtype=np.float32)
+    oof, inf = method.fold_gap(e32, np.array([2, 0, 1]))
+    e = [[float(x) for x in row] for row in e32]
+    assert oof.tolist() == [e[2][0], e[0][1], e[1][2]]
+    assert inf.tolist() == [(e[0][0] + e[1][0]) / 2, (e[1][1] + e[2][1]) / 2, (e[0][2] + e[2][2]) / 2]
+
+
+def test_vmae_networks_are_the_seeded_mlps_of_the_stated_sizes():
+    """VMAE(T) by default: latent d = 8, hidden h = 64; posterior MLP T-h-2d (seed s), prior MLP 2T-h-2d
+    (seed s + 1), decoder MLP (d + 2T)-h-h-T (seed s + 2), weight for weight."""
+    for model, (T, d, h, s) in ((method.VMAE(5), (5, 8, 64, 0)), (method.VMAE(4, latent=3, hidden=7, seed=4), (4, 3, 7, 4))):
+        assert (model.length, model.latent) == (T, d)
+        want = {"posterior": MLP([T, h, 2 * d], seed=s), "prior": MLP([2 * T, h, 2 * d], seed=s + 1),
+                "decoder": MLP([d + 2 * T, h, h, T], seed=s + 2)}
+        for name, mlp in want.items():
+            got = getattr(model, name).state_dict()
+            assert set(got) == set(mlp.state_dict())
+            assert all(torch.equal(got[k], v) for k, v in mlp.state_dict().items()), name
+
+
+def test_vmae_heads_split_clamp_and_decode_by_hand():
+    """posterior_params = (first d, last d) outputs of the posterior MLP on w; prior_params the same for the
+    prior MLP on [w (1 - m), m] with the log-variance clamped to exactly [-6, 2]; decode = decoder([z, w (1 - m), m])."""
+    model = method.VMAE(4, latent=3, hidden=8, seed=1)
+    with torch.no_grad():
+        model.prior.layers[-1].bias.copy_(torch.tensor([0.0, 0.0, 0.0, 40.0, -40.0, 0.0]))
+    w = torch.tensor([[0.5, -1.0, 2.0, 0.3], [1.5, 0.2, -0.7, 1.1]])
+    m = torch.tensor([[0.0, 1.0, 1.0, 0.0], [1.0, 0.0, 0.0, 0.0]])
+    z = torch.tensor([[0.1, -0.2, 0.3], [1.0, 0.0, -1.0]])
+    with torch.no_grad():
+        post = model.posterior(w)
+        mu_q, lv_q = model.posterior_params(w)
+        assert torch.equal(mu_q, post[:, :3]) and torch.equal(lv_q, post[:, 3:])
+        raw = model.prior(torch.cat([w * (1 - m), m], -1))
+        mu_p, lv_p = model.prior_params(w, m)
+        assert torch.equal(mu_p, raw[:, :3])
+        assert (lv_p[:, 0] == 2.0).all() and (lv_p[:, 1] == -6.0).all() and torch.equal(lv_p[:, 2], raw[:, 5])
+        assert -6.0 < float(raw[:, 5].min()) and float(raw[:, 5].max()) < 2.0  # the unclamped one is inside
+        visible = torch.tensor([[0.5, 0.0, 0.0, 0.3], [0.0, 0.2, -0.7, 1.1]])
+        assert torch.equal(model.decode(z, w, m), model.decoder(torch.cat([z, visible, m], -1)))
+
+
+def test_gaussian_kl_sums_over_the_last_axis_only():
+    """KL of diagonal Gaussians on (2, 2, 3) inputs: each entry the sum over the last axis of three 1-D KLs,
+    each by hand 0.5 (lv_p - lv_q + (e^lv_q + (mu_q - mu_p)^2) / e^lv_p - 1)."""
+    g = torch.Generator().manual_seed(0)
+    mu_q, lv_q, mu_p, lv_p = (torch.randn(2, 2, 3, generator=g, dtype=torch.float64) for _ in range(4))
+    want = torch.zeros(2, 2, dtype=torch.float64)
+    for i in range(2):
+        for j in range(2):
+            want[i, j] = sum(0.5 * (b - a + (np.exp(a) + (m - n) ** 2) / np.exp(b) - 1)
+                             for m, a, n, b in zip(*(t[i, j].tolist() for t in (mu_q, lv_q, mu_p, lv_p))))
+    kl = method.gaussian_kl(mu_q, lv_q, mu_p, lv_p)
+    assert kl.shape == (2, 2) and torch.allclose(kl, want, atol=1e-12)
+
+
+def test_contiguous_mask_spans_at_least_one_step_and_starts_anywhere_it_fits():
+    """span = max(1, round(ratio T)): 1 step at ratio 0.01 (T = 6) and at ratio 0; round(0.5 x 6) = 3; the
+    start is uniform over the T - span + 1 places (all of them seen in 600 draws, the span never cut)."""
+    g = torch.Generator().manual_seed(1)
+    for ratio, span in ((0.01, 1), (0.0, 1), (0.5, 3)):
+        m = method.contiguous_mask(600, 6, ratio, g)
+        assert m.shape == (600, 6) and torch.all(m.sum(1) == span)
+        starts = m.argmax(1)
+        assert sorted(set(starts.tolist())) == list(range(6 - span + 1))
+
+
+def test_generate_is_the_decoded_prior_sample_anchor_by_anchor(one_torch_thread):
+    """generate = decoder(z, w_vis, m) with, from one generator seeded with ``seed``, first a contiguous mask
+    per window (ratio 0.25 by default, seed 0 by default) then z = mu_p + e^(lv_p / 2) eps; the anchors are
+    repeated n_per_anchor times in a row (anchor by anchor)."""
+    model = method.VMAE(8, latent=2, hidden=8, seed=2)
+    anchors = np.sin(np.linspace(0, 4, 3 * 8)).reshape(3, 8)
+    w = torch.as_tensor(np.repeat(anchors, 2, axis=0), dtype=torch.float32)
+    g = torch.Generator().manual_seed(0)
+    mask = method.contiguous_mask(6, 8, 0.25, g)
+    with torch.no_grad():
+        mu, lv = model.prior_params(w, mask)
+        z = mu + (0.5 * lv).exp() * torch.randn(mu.shape, generator=g)
+        want = model.decode(z, w, mask).double().numpy()
+    got = method.generate(model, anchors, 2)
+    assert got.dtype == np.float64 and got.shape == (6, 8) and np.allclose(got, want, atol=1e-7)
+    assert not np.allclose(method.generate(model, anchors, 2, seed=1), want)
+
+
+def test_vmae_defaults_are_the_stated_ones(one_torch_thread):
+    """vmae_loss's beta is 0.1 by default; train_vmae's lr 2e-3, mask ratio 0.25, beta 0.1 and seed 0: the
+    default call and the explicit one give the same losses and the same weights."""
+    model = method.VMAE(6, latent=2, hidden=8, seed=3)
+    w = torch.as_tensor(np.sin(np.linspace(0, 5, 4 * 6)).reshape(4, 6), dtype=torch.float32)
+    mask = method.contiguous_mask(4, 6, 0.34, torch.Generator().manual_seed(0))
+    torch.manual_seed(5)
+    default, _ = method.vmae_loss(model, w, mask)
+    torch.manual_seed(5)
+    explicit, _ = method.vmae_loss(model, w, mask, beta=0.1)
+    torch.manual_seed(5)
+    other, _ = method.vmae_loss(model, w, mask, beta=1.1)
+    assert default.item() == explicit.item() != other.item()
+    a, b = method.VMAE(6, latent=2, hidden=8, seed=3), method.VMAE(6, latent=2, hidden=8, seed=3)
+    ha = method.train_vmae(a, w.numpy(), steps=2)
+    hb = method.train_vmae(b, w.numpy(), steps=2, lr=2e-3, mask_ratio=0.25, beta=0.1, seed=0)
+    assert ha == hb and all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+    c = method.VMAE(6, latent=2, hidden=8, seed=3)
+    assert method.train_vmae(c, w.numpy(), steps=2, lr=3e-3)[1] != ha[1]
+
+
+def test_leading_axes_are_batch_axes(one_torch_thread):
+    """The VMAE heads, decoder and loss, the anchor distance and the Gaussian log-density treat every axis
+    but the last as a batch axis: a (2, 3, T) batch gives the values of the (6, T) batch, reshaped."""
+    model = method.VMAE(5, latent=2, hidden=8, seed=1)
+    g = torch.Generator().manual_seed(2)
+    w, z = torch.randn(6, 5, generator=g), torch.randn(6, 2, generator=g)
+    mask = method.contiguous_mask(6, 5, 0.4, g)
+    w3, z3, m3 = w.reshape(2, 3, 5), z.reshape(2, 3, 2), mask.reshape(2, 3, 5)
+    with torch.no_grad():
+        for flat, deep in ((model.posterior_params(w), model.posterior_params(w3)),
+                           (model.prior_params(w, mask), model.prior_params(w3, m3))):
+            assert all(torch.allclose(a.reshape(2, 3, 2), b, atol=1e-6) for a, b in zip(flat, deep))
+        assert torch.allclose(model.decode(z, w, mask).reshape(2, 3, 5), model.decode(z3, w3, m3), atol=1e-6)
+        torch.manual_seed(3)
+        flat_loss, flat_terms = method.vmae_loss(model, w, mask)
+        torch.manual_seed(3)
+        deep_loss, deep_terms = method.vmae_loss(model, w3, m3)
+        assert deep_loss.item() == pytest.approx(flat_loss.item(), rel=1e-6)
+        assert deep_terms == pytest.approx(flat_terms, rel=1e-6)
+        a = torch.randn(6, 5, generator=g)
+        assert torch.allclose(method.anchor_distance(w3, a.reshape(2, 3, 5)), method.anchor_distance(w, a).reshape(2, 3))
+        mu, lv = model.prior_params(w, mask)
+        assert torch.allclose(method._gaussian_logprob(z3, mu.reshape(2, 3, 2), lv.reshape(2, 3, 2)),
+                              method._gaussian_logprob(z, mu, lv).reshape(2, 3), atol=1e-6)
+
+
+def test_rl_finetune_defaults_and_the_reward_sign_reach_every_step(one_torch_thread):
+    """rl_finetune's defaults (lr 3e-4, lam 0.3, 4 samples per anchor, ratio 0.25, seed 0, s = +1) give the
+    explicit run; with s = -1 the first step scores the same samples, so the two mean rewards add up to
+    -2 lam mean(distance) / d0 (the log-variance terms cancel)."""
+    w = np.cos(np.linspace(0, 11, 3 * 6)).reshape(3, 6)
+    zoo = _zoo_for(4, 2)
+    base = method.VMAE(6, latent=2, hidden=8, seed=6)
+    runs = {}
+    for name, kwargs in (("default", {}), ("explicit", dict(lr=3e-4, lam=0.3, samples_per_anchor=4, mask_ratio=0.25,
+                                                            seed=0, direction=1.0)),
+                         ("minus", dict(direction=-1.0))):
+        model = copy.deepcopy(base)
+        runs[name] = (*method.rl_finetune(model, zoo, w, 4, iterations=2, **kwargs), model)
+    (h_d, d0, m_d), (h_e, _, m_e), (h_m, d0_m, _) = runs["default"], runs["explicit"], runs["minus"]
+    assert h_d == h_e and all(torch.equal(a, b) for a, b in zip(m_d.parameters(), m_e.parameters()))
+    assert d0_m == d0 and h_m[0]["variance"] == h_d[0]["variance"] and h_m[0]["distance"] == h_d[0]["distance"]
+    assert h_m[0]["reward"] + h_d[0]["reward"] == pytest.approx(-2 * 0.3 * h_d[0]["distance"] / d0, rel=1e-6)
+    assert h_m[1] != h_d[1]
