@@ -279,3 +279,70 @@ def test_marked_progress_lines_stay_and_come_at_most_every_interval(monkeypatch)
     assert bar.leave is True and bar.mininterval == display.LINES_INTERVAL == 10.0
     assert bar.desc == "" and isinstance(bar.fp._wrapped, display._MarkedLines)
     bar.close()
+
+
+def test_the_setup_cell_installs_from_the_named_ref_in_colab_and_stops_on_a_failed_install(monkeypatch, capsys):
+    """The cell run as Colab runs it (google.colab imported; pip and the installed distribution faked):
+    it installs `replib @ git+URL.git@REF`, prints the version and commit; a failed pip stops it."""
+    import importlib.metadata
+    import json
+    import types
+
+    calls = []
+
+    class Installed:
+        version = "9.9"
+
+        def read_text(self, name):
+            return json.dumps({"vcs_info": {"commit_id": "abcdef1234"}}) if name == "direct_url.json" else None
+
+    def pip(args, capture_output, text):
+        calls.append(args)
+        return types.SimpleNamespace(returncode=pip.code, stdout="pip says", stderr="why")
+
+    monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
+    monkeypatch.setattr(subprocess, "run", pip)
+    monkeypatch.setattr(importlib.metadata, "distribution", lambda name: {"replib": Installed()}[name])
+    cell = colab.setup_cell_source("https://h/o/r", "v1")
+    assert cell.splitlines()[1] == "# Anywhere else (a local clone, the book build, CI) this cell does nothing."
+    pip.code = 0
+    exec(cell, {})
+    assert calls == [[sys.executable, "-m", "pip", "install", "-q", "replib @ git+https://h/o/r.git@v1"]]
+    out = capsys.readouterr().out
+    assert out.startswith("installing replib from the book's repository at v1 ... done in 0 s: replib 9.9, ")
+    assert out.endswith("commit abcdef1\n")
+    pip.code = 1
+    with pytest.raises(RuntimeError, match="installing replib failed: pip's output is printed above"):
+        exec(cell, {})
+    assert capsys.readouterr().out.endswith("pip says why\n")
+    monkeypatch.delitem(sys.modules, "google.colab")
+    calls.clear()
+    exec(cell, {})                                      # anywhere else: nothing happens
+    assert calls == [] and capsys.readouterr().out == ""
+
+
+def test_a_repository_url_loses_trailing_slashes_only():
+    from unittest import mock
+
+    with mock.patch.object(colab, "_repository", lambda: {"url": "https://h/o/REPOX//"}):
+        assert colab.repository_url() == "https://h/o/REPOX"
+
+
+def test_set_style_uses_the_colorblind_palette_on_a_white_grid():
+    import matplotlib as mpl
+    import seaborn as sns
+
+    with mpl.rc_context():
+        display.set_style()
+        colours = mpl.rcParams["axes.prop_cycle"].by_key()["color"]
+        assert [mpl.colors.to_hex(c) for c in colours] == sns.color_palette("colorblind").as_hex()
+        assert mpl.rcParams["axes.facecolor"] == "white" and mpl.rcParams["axes.grid"]
+
+
+def test_a_verdict_box_without_runtimes_says_nan_seconds():
+    """verdict_box on results that record no runtime (a run that was cut short): nan, not a crash."""
+    from replib.core.results import committed_results
+
+    record = dict(committed_results()["mwcp_pruning"])
+    record.pop("runtime_s")
+    assert "Compute: the experiment took nan s on 2 CPU cores for" in report.verdict_box("mwcp_pruning", record)

@@ -277,7 +277,8 @@ def _claim(cid, role, values, threshold, direction=">=", null=None, **extra):
 def _synthetic_results():
     """Three chapters: 'a' with a headline (null), a mechanism and a measurement; 'b' with a seed
     that gave no value, values past the clip and a precondition it needs; 'c' with measurements only;
-    'd' with one mechanism (a second row of panels)."""
+    'd' (a second row of panels) with nulls past the clip on both sides and an interval with one
+    end unknown."""
     from replib.core.ledger import judge_claims
 
     chapters = {
@@ -288,7 +289,9 @@ def _synthetic_results():
               _claim("h2", "headline", [None, 0.5, 0.6, 0.4, 5.0], 0.3, null=0.1, requires=["p1"]),
               _claim("c2", "mechanism", [-3.0, -2.5, -4.0, -3.5, -3.0], 1.0, direction=">")],
         "c": [_claim("x2", "measurement", [2.0] * 5, 0.0)],
-        "d": [_claim("m3", "mechanism", [1.0, 1.0, 1.0, 1.0, 1.1], 0.5)],
+        "d": [_claim("m3", "mechanism", [1.0, 1.0, 1.0, 1.0, 1.1], 0.5),
+              _claim("h3", "headline", [2.0, 2.1, 2.0, 2.2, 2.1], 1.0, null=-5.0),               # null far left
+              _claim("h4", "headline", [0.5, 0.4, 0.5, 0.6, 0.5], 1.0, direction="<=", null=-5.0)],  # far right
     }
     out = {}
     for slug, pairs in chapters.items():
@@ -297,6 +300,7 @@ def _synthetic_results():
         out[slug] = {"slug": slug, "profile": "book", "seeds": list(range(1000, 1005)), "fingerprint": "f",
                      "confirmatory": slug != "b", "created": "2026-12-01", "claims": claims,
                      "runtime_s": {"01_theory": 2.0, "03_experiment": 100.4 + len(slug)}}
+    out["d"]["claims"][0]["interval"] = [math.nan, 1.2]   # no bar unless both ends are known
     return chapters, out
 
 
@@ -324,7 +328,7 @@ def _describe(fig) -> dict:
                        l.get_alpha(), l.get_solid_capstyle(), l.get_zorder()] for l in ax.get_lines()],
             "points": [[r(c.get_offsets()), r(c.get_sizes()), colours(c.get_facecolors()),
                         colours(c.get_edgecolors()), r(c.get_linewidths()), c.get_zorder(),
-                        r(c.get_paths()[0].vertices).__len__()] for c in ax.collections],
+                        r(np.ptp(c.get_paths()[0].vertices, axis=0))] for c in ax.collections],
         })
     (legend,) = fig.legends
     return {
@@ -385,6 +389,10 @@ def test_the_margins_figure_draws_each_judged_claim_where_its_margin_puts_it():
         colour = results.VERDICT_COLOURS
         assert [l.get_color() for l in a.get_lines()[:2]] == [colour["holds"], colour["holds"]]
         assert [p1_bar.get_color(), c2_bar.get_color()] == [colour["holds"], colour["fails"]]
+        d = fig.axes[2]
+        assert len(d.get_lines()) == 3                    # m3's half-known interval draws no bar
+        nulls = [c.get_offsets() for c in d.collections if len(c.get_offsets()) == 1]
+        assert np.allclose(nulls, [[[-2.0, 1]], [[2.0, 2]]])   # clipped on both sides
         golden = ROOT / "tests" / "golden" / "margins_figure.json"
         if os.environ.get("REPLIB_UPDATE_GOLDEN"):
             golden.write_text(json.dumps(described, indent=1) + "\n")
@@ -435,3 +443,17 @@ def test_write_scoreboard_writes_every_generated_file_from_the_results(monkeypat
     assert [slug for slug, _ in boxes] == ["a", "b"] and boxes[0][1] is synthetic["a"]
     assert synced == [[tmp_path / "notebooks" / "b" / "03_experiment.py"]]
     assert list((tmp_path / "book").iterdir()) and not list(tmp_path.glob("book/*.tmp*"))
+
+
+def test_smoke_values_name_every_chapter_that_wrote_nothing_or_left_a_value_out(tmp_path, monkeypatch):
+    """missing_smoke_values goes on after a chapter without a results file."""
+    monkeypatch.setattr(results, "chapter_slugs", lambda: ["a", "b", "c"])
+    monkeypatch.setattr(results, "load_chapter", lambda slug: {"b": {}, "c": {"smoke_gaps": None}}[slug])
+    record = {"profile": "smoke", "seeds": [0], "fingerprint": None,
+              "claims": [{"id": "h1", "role": "headline", "values": [math.nan]}]}
+    _write(tmp_path / "b.json", json.dumps({**record, "slug": "b"}))
+    _write(tmp_path / "c.json", json.dumps({**record, "slug": "c", "claims": [{**record["claims"][0], "values": [1.0]}]}))
+    assert results.missing_smoke_values(tmp_path) == [
+        "a: the smoke run wrote no a.json",
+        "b: h1 has no value on some seed (add what it needs to the smoke profile, or list it under smoke_gaps "
+        "with the reason)"]
