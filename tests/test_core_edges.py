@@ -14,17 +14,17 @@ from replib.core import colab, data, display, exercises, report, runtime
 from replib.core.fingerprint import GENERATED_BLOCKS as BLOCKS
 
 
-def test_the_setup_cell_rewrite_replaces_the_first_code_cell_only(tmp_path):
+def test_the_setup_cell_rewrite_replaces_the_first_code_cell_only(tmp_path, utf8_files):
     """write_setup_cells: the first bare `# %%` cell becomes the set-up cell; a second pass changes
     nothing; a notebook without a code cell is named."""
     nb = tmp_path / "01_theory.py"
-    nb.write_text("# %% [markdown]\n# # Title\n\n# %%\nold = 1\n\n# %%\nkept = 2\n")
+    nb.write_text("# %% [markdown]\n# # Title\n\n# %%\nold = 1\n\n# %%\nkept = 2\n", encoding="utf-8")
     assert colab.write_setup_cells([str(nb)]) == [nb]
-    assert nb.read_text() == ("# %% [markdown]\n# # Title\n\n# %%\n" + colab.setup_cell_source()
+    assert nb.read_text(encoding="utf-8") == ("# %% [markdown]\n# # Title\n\n# %%\n" + colab.setup_cell_source()
                               + "\n\n# %%\nkept = 2\n")
     assert colab.write_setup_cells([nb]) == []
     bare = tmp_path / "bare.py"
-    bare.write_text("# %% [markdown]\n# text only\n")
+    bare.write_text("# %% [markdown]\n# text only\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"bare\.py: no code cell found"):
         colab.write_setup_cells([bare])
 
@@ -59,41 +59,41 @@ x = 1
 """
 
 
-def test_write_blocks_inserts_both_blocks_once_and_then_only_rewrites_them(monkeypatch, tmp_path):
+def test_write_blocks_inserts_both_blocks_once_and_then_only_rewrites_them(monkeypatch, tmp_path, utf8_files):
     """A notebook without the generated blocks gets the verdict box as a cell after the opening
     markdown cell and the reproducibility summary as a cell of its own before "## Summary"."""
     (tmp_path / "notebooks" / "x").mkdir(parents=True)
     path = tmp_path / "notebooks" / "x" / "03_experiment.py"
-    path.write_text(NOTEBOOK)
+    path.write_text(NOTEBOOK, encoding="utf-8")
     monkeypatch.setattr(report, "require_repo_root", lambda: tmp_path)
     box = {"text": "verdict line 1\n\nverdict line 3"}
     monkeypatch.setattr(report, "verdict_box", lambda slug, results: {"x": box["text"]}[slug] * results["n"])
     monkeypatch.setattr(report, "reproducibility_summary", lambda slug, results: {"x": "| a | b |"}[slug] * results["n"])
     (vs, ve), (ss, se) = BLOCKS["verdict"], BLOCKS["summary"]
     assert report.write_blocks("x", {"n": 1}) is True
-    assert path.read_text() == (
+    assert path.read_text(encoding="utf-8") == (
         "# %% [markdown]\n# # Chapter: the experiment\n#\n# Goals.\n\n"
         f"# %% [markdown]\n# {vs}\n# verdict line 1\n#\n# verdict line 3\n# {ve}\n\n"
         "# %%\nx = 1\n\n# %% [markdown]\n# ## Discussion\n# words\n\n"
         f"# %% [markdown]\n# ## Reproducibility summary\n#\n# {ss}\n# | a | b |\n# {se}\n\n"
         "# %% [markdown]\n# ## Summary\n# the end\n")
     assert report.write_blocks("x", {"n": 1}) is False          # nothing new: the file is left as it is
-    assert report.expected_notebook_text("x", {"n": 1}) == path.read_text()
+    assert report.expected_notebook_text("x", {"n": 1}) == path.read_text(encoding="utf-8")
     box["text"] = "a new verdict"
-    assert report.write_blocks("x", {"n": 1}) is True and f"# {vs}\n# a new verdict\n# {ve}\n" in path.read_text()
-    assert report.expected_notebook_text("x", {"n": 1}) == path.read_text()
+    assert report.write_blocks("x", {"n": 1}) is True and f"# {vs}\n# a new verdict\n# {ve}\n" in path.read_text(encoding="utf-8")
+    assert report.expected_notebook_text("x", {"n": 1}) == path.read_text(encoding="utf-8")
 
 
-def test_the_summary_cell_takes_the_header_of_a_summary_that_opens_its_cell(monkeypatch, tmp_path):
+def test_the_summary_cell_takes_the_header_of_a_summary_that_opens_its_cell(monkeypatch, tmp_path, utf8_files):
     (tmp_path / "notebooks" / "x").mkdir(parents=True)
     path = tmp_path / "notebooks" / "x" / "03_experiment.py"
-    path.write_text("# %% [markdown]\n# # T\n\n# %%\nx = 1\n\n# %% [markdown]\n# ## Summary\n# end\n")
+    path.write_text("# %% [markdown]\n# # T\n\n# %%\nx = 1\n\n# %% [markdown]\n# ## Summary\n# end\n", encoding="utf-8")
     monkeypatch.setattr(report, "require_repo_root", lambda: tmp_path)
     monkeypatch.setattr(report, "verdict_box", lambda slug, results: "v" * results["n"])
     monkeypatch.setattr(report, "reproducibility_summary", lambda slug, results: "s" * results["n"])
     (vs, ve), (ss, se) = BLOCKS["verdict"], BLOCKS["summary"]
     report.write_blocks("x", {"n": 1})
-    assert path.read_text() == (
+    assert path.read_text(encoding="utf-8") == (
         f"# %% [markdown]\n# # T\n\n# %% [markdown]\n# {vs}\n# v\n# {ve}\n\n# %%\nx = 1\n\n"
         f"# %% [markdown]\n# ## Reproducibility summary\n#\n# {ss}\n# s\n# {se}\n\n"
         "# %% [markdown]\n# ## Summary\n# end\n")
@@ -346,3 +346,7 @@ def test_a_verdict_box_without_runtimes_says_nan_seconds():
     record = dict(committed_results()["mwcp_pruning"])
     record.pop("runtime_s")
     assert "Compute: the experiment took nan s on 2 CPU cores for" in report.verdict_box("mwcp_pruning", record)
+
+
+def test_the_book_config_is_read_as_utf8(utf8_files):
+    assert colab.repository_url().startswith("https://")

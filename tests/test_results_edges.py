@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _write(path, text):
-    path.write_text(text)
+    path.write_text(text, encoding="utf-8")
     return path
 
 
@@ -170,13 +170,13 @@ def test_stale_results_say_whether_to_re_run_or_re_judge(monkeypatch, tmp_path):
     for slug in records:   # the per-file keys name each chapter's own files
         path = tmp_path / f"{slug}.json"
         if slug in ("judging", "measuring", "prose"):   # these differ from now only where named
-            data = json.loads(path.read_text())
+            data = json.loads(path.read_text(encoding="utf-8"))
             data["sources"] = {**{f.format(slug="x"): "new" for f in results.REJUDGE_MAY_CHANGE}, **data["sources"]}
-            path.write_text(json.dumps(data))
-        data = json.loads(path.read_text())
+            path.write_text(json.dumps(data), encoding="utf-8")
+        data = json.loads(path.read_text(encoding="utf-8"))
         if "sources" in data:
             data["sources"] = {k.replace("/x/", f"/{slug}/"): v for k, v in data["sources"].items()}
-            path.write_text(json.dumps(data))
+            path.write_text(json.dumps(data), encoding="utf-8")
     judging = ", ".join(sorted([LEDGER, "notebooks/judging/chapter.yml"]))
     whole = ", ".join(sorted(f.format(slug="whole") for f in results.REJUDGE_MAY_CHANGE))  # all of them, no more
     measuring = ", ".join(sorted([CODE.replace("/x/", "/measuring/"), "notebooks/measuring/chapter.yml"]))
@@ -257,11 +257,11 @@ def test_a_rejudgement_is_refused_when_measuring_code_changed(monkeypatch, tmp_p
         results.rejudge_committed("x")
     assert str(err.value) == (f"x: {CODE}, {task} changed since the values were measured; re-run: "
                               "replib run x --profile book --update-results")
-    assert json.loads((tmp_path / "x.json").read_text()) == before   # nothing written
+    assert json.loads((tmp_path / "x.json").read_text(encoding="utf-8")) == before   # nothing written
     # a record without per-file hashes cannot tell what changed: its values are judged again
     _rejudgeable(monkeypatch, tmp_path, sources=None)
     _sources(monkeypatch, {"x": {CODE: "c-edited"}})
-    assert json.loads(results.rejudge_committed("x").read_text())["rejudged"]["values_fingerprint"] == "fp-then"
+    assert json.loads(results.rejudge_committed("x").read_text(encoding="utf-8"))["rejudged"]["values_fingerprint"] == "fp-then"
 
 
 # --- the scoreboard's figure and files, from synthetic results ------------------------------------
@@ -395,15 +395,15 @@ def test_the_margins_figure_draws_each_judged_claim_where_its_margin_puts_it():
         assert np.allclose(nulls, [[[-2.0, 1]], [[2.0, 2]]])   # clipped on both sides
         golden = ROOT / "tests" / "golden" / "margins_figure.json"
         if os.environ.get("REPLIB_UPDATE_GOLDEN"):
-            golden.write_text(json.dumps(described, indent=1) + "\n")
-        assert described == json.loads(golden.read_text()), (
+            golden.write_text(json.dumps(described, indent=1) + "\n", encoding="utf-8")
+        assert described == json.loads(golden.read_text(encoding="utf-8")), (
             "the margins figure draws something else than before: if that is deliberate, regenerate "
             "tests/golden/margins_figure.json with REPLIB_UPDATE_GOLDEN=1 and look at book/scoreboard_margins.png")
     finally:
         plt.close(fig)
 
 
-def test_write_scoreboard_writes_every_generated_file_from_the_results(monkeypatch, tmp_path):
+def test_write_scoreboard_writes_every_generated_file_from_the_results(monkeypatch, tmp_path, utf8_files):
     """book/scoreboard.md, its figure (a PNG without a Software stamp), the intro's and README's
     chapter lists, and the verdict boxes of the chapters whose box changed (then synced)."""
     from PIL import Image
@@ -412,11 +412,11 @@ def test_write_scoreboard_writes_every_generated_file_from_the_results(monkeypat
 
     chapters, synthetic = _synthetic_results()
     (tmp_path / "book").mkdir()
-    (tmp_path / "book" / "intro.md").write_text(f"# Intro\n\n{results.INTRO_START}\nold\n{results.INTRO_END}\ntail\n")
-    (tmp_path / "README.md").write_text(f"# Read me\n{results.README_START}\nold\n{results.INTRO_END}\nend\n")
+    (tmp_path / "book" / "intro.md").write_text(f"# Intro\n\n{results.INTRO_START}\nold\n{results.INTRO_END}\ntail\n", encoding="utf-8")
+    (tmp_path / "README.md").write_text(f"# Read me\n{results.README_START}\nold\n{results.INTRO_END}\nend\n", encoding="utf-8")
     (tmp_path / "_toc.yml").write_text("parts:\n- caption: Part one\n  chapters:\n  - file: notebooks/a/01_theory\n"
                                        "  - file: notebooks/b/01_theory\n- caption: Front\n  chapters:\n"
-                                       "  - file: book/scoreboard\n")
+                                       "  - file: book/scoreboard\n", encoding="utf-8")
     meta = {s: {"title": f"Title {s}", "short_title": f"T{s}", "arxiv": "2601.00001",
                 "claims": [c for c, _ in pairs]} for s, pairs in chapters.items()}
     monkeypatch.setattr(results, "require_repo_root", lambda: tmp_path)
@@ -429,16 +429,16 @@ def test_write_scoreboard_writes_every_generated_file_from_the_results(monkeypat
 
     path = results.write_scoreboard()
     assert path == tmp_path / "book" / "scoreboard.md"
-    assert path.read_text() == results.scoreboard_markdown()
+    assert path.read_text(encoding="utf-8") == results.scoreboard_markdown()
     png = (tmp_path / "book" / results.FIGURE).read_bytes()
     assert png.startswith(b"\x89PNG") and b"Software" not in png and b"matplotlib" not in png
     with Image.open(tmp_path / "book" / results.FIGURE) as image:
         assert tuple(round(d) for d in image.info["dpi"]) == (150, 150)
         assert image.size[0] < 11 * 150   # bbox "tight" trims the margins
-    intro = (tmp_path / "book" / "intro.md").read_text()
+    intro = (tmp_path / "book" / "intro.md").read_text(encoding="utf-8")
     assert intro == f"# Intro\n\n{results.INTRO_START}\n{results.chapter_list_markdown()}\n{results.INTRO_END}\ntail\n"
     assert "- **Part one.** [Title a](../notebooks/a/01_theory.ipynb) (headline: reproduced); " in intro
-    readme = (tmp_path / "README.md").read_text()
+    readme = (tmp_path / "README.md").read_text(encoding="utf-8")
     assert readme == f"# Read me\n{results.README_START}\n{results.readme_chapters_markdown()}\n{results.INTRO_END}\nend\n"
     assert [slug for slug, _ in boxes] == ["a", "b"] and boxes[0][1] is synthetic["a"]
     assert synced == [[tmp_path / "notebooks" / "b" / "03_experiment.py"]]
