@@ -448,3 +448,177 @@ def test_fit_gdfs_selector_epochs_are_sgd_on_the_pick_nll(monkeypatch):
         assert torch.allclose(a, b, atol=1e-6)
     for a, b in zip(predictor.parameters(), before.parameters()):
         assert torch.equal(a, b) and a.requires_grad
+
+
+# ---- issue 44: what the mutation run found untested ------------------------------------------------
+
+
+def test_l2m_default_architecture_has_the_stated_sizes():
+    """L2M(d) by default: width 48, 2 post-norm GELU encoder layers of 4 heads and feed-forward 96, no
+    dropout, batch first; embedder, predictor and selector MLPs of hidden 96 (2d + 1 inputs, 2 and d outputs)."""
+    d = 3
+    model = method.L2M(d)
+    w, ff, h = 48, 96, 96
+    want = {"embed.mlp.0.weight": (h, 2 * d + 1), "embed.mlp.2.weight": (w, h), "embed.skip.weight": (w, 2 * d + 1),
+            "embed.norm.weight": (w,), "predictor.0.weight": (h, w), "predictor.2.weight": (2, h),
+            "selector.0.weight": (h, w), "selector.2.weight": (d, h)}
+    for i in range(2):
+        want |= {f"encoder.layers.{i}.self_attn.in_proj_weight": (3 * w, w),
+                 f"encoder.layers.{i}.linear1.weight": (ff, w), f"encoder.layers.{i}.linear2.weight": (w, ff)}
+    shapes = {n: tuple(p.shape) for n, p in model.named_parameters()}
+    assert {n: shapes.get(n) for n in want} == want
+    assert not any(n.startswith("encoder.layers.2") for n in shapes)
+    for layer in model.encoder.layers:
+        assert layer.self_attn.num_heads == 4 and layer.self_attn.batch_first and not layer.norm_first
+        assert layer.dropout.p == 0.0 and layer.activation is torch.nn.functional.gelu
+    small = method.L2M(2, width=8, n_layers=1, n_heads=2, ff=12, hidden=10)
+    assert len(small.encoder.layers) == 1 and small.encoder.layers[0].self_attn.num_heads == 2
+    assert tuple(small.encoder.layers[0].linear1.weight.shape) == (12, 8) and tuple(small.selector[0].weight.shape) == (10, 8)
+
+
+def test_selector_head_starts_orthogonal_small_and_unbiased():
+    """The selector's last layer: orthogonal rows scaled by gain 0.01 (W W^T = 1e-4 I), bias 0."""
+    torch.manual_seed(0)
+    last = method.L2M(4, width=16, ff=32, hidden=32).selector[-1]
+    assert torch.allclose(last.weight @ last.weight.T, 1e-4 * torch.eye(4), atol=1e-9)
+    assert torch.equal(last.bias, torch.zeros(4))
+
+
+def test_tokens_embedder_and_predictor_by_hand():
+    """Context token [x r, r, y]; query token [x m, m, 0]; embedder LayerNorm(MLP(t) + skip(t)); predictor and
+    selector Linear-GELU-Linear; the predictor's mean is its first output, sigma = 0.05 + 0.95 softplus(second)."""
+    x = torch.tensor([[[1.0, 2.0, 3.0]]])
+    r = torch.tensor([[[1.0, 0.0, 1.0]]])
+    y = torch.tensor([[7.0]])
+    assert method.context_tokens(x, r, y).tolist() == [[[1.0, 0.0, 3.0, 1.0, 0.0, 1.0, 7.0]]]
+    assert method.query_tokens(x, r).tolist() == [[[1.0, 0.0, 3.0, 1.0, 0.0, 1.0, 0.0]]]
+    torch.manual_seed(1)
+    model = method.L2M(3, width=16, ff=32, hidden=32)
+    tokens = torch.randn(2, 5, 7)
+    hidden = torch.randn(2, 5, 16)
+    with torch.no_grad():
+        e = model.embed
+        want = torch.nn.functional.layer_norm(e.mlp[2](torch.nn.functional.gelu(e.mlp[0](tokens))) + e.skip(tokens), (16,),
+                                              e.norm.weight, e.norm.bias)
+        assert torch.allclose(e(tokens), want, atol=1e-6)
+        out = model.predictor[-1](torch.nn.functional.gelu(model.predictor[0](hidden)))
+        assert torch.allclose(model.predictor(hidden), out, atol=1e-6) and len(model.predictor) == 3
+        sel = model.selector[-1](torch.nn.functional.gelu(model.selector[0](hidden)))
+        assert torch.allclose(model.selector(hidden), sel, atol=1e-7) and len(model.selector) == 3
+        mean, std = model.predict(hidden)
+        assert torch.equal(mean, out[..., 0])
+        assert torch.allclose(std, 0.05 + 0.95 * torch.log1p(torch.exp(out[..., 1])), atol=1e-6)
+
+
+def test_gaussian_nll_by_hand_in_numpy_and_torch():
+    """0.5 ((y - mu) / sigma)^2 + log sigma + 0.5 log 2 pi, elementwise, for numpy arrays and torch tensors."""
+    mu, sd, y = [0.5, -1.0], [2.0, 0.5], [1.5, 0.0]
+    want = [0.5 * ((b - a) / s) ** 2 + np.log(s) + 0.5 * np.log(2 * np.pi) for a, s, b in zip(mu, sd, y)]
+    got_np = method.gaussian_nll(np.array(mu), np.array(sd), np.array(y))
+    got_t = method.gaussian_nll(torch.tensor(mu, dtype=torch.float64), torch.tensor(sd, dtype=torch.float64),
+                                torch.tensor(y, dtype=torch.float64))
+    assert isinstance(got_np, np.ndarray) and np.allclose(got_np, want, atol=1e-12)
+    assert isinstance(got_t, torch.Tensor) and np.allclose(got_t.numpy(), want, atol=1e-12)
+
+
+def test_acquisition_state_depth_is_uniform_over_the_available_count():
+    """Depth k uniform on 0..n_avail (each of 0..3 a quarter of 8000 rows with 3 of 4 features available),
+    the k features uniform among the available ones (each acquired half the time), never the missing one; rows
+    of a (tasks, rows, d) batch are drawn independently."""
+    g = torch.Generator().manual_seed(0)
+    r = torch.tensor([1.0, 0.0, 1.0, 1.0]).repeat(2, 4000, 1)  # (tasks, rows, d), as prequential_nll passes it
+    m = method.acquisition_state(r, g).reshape(8000, 4)
+    assert torch.all(m[:, 1] == 0)
+    freq = torch.bincount(m.sum(1).long(), minlength=4).float() / 8000
+    assert torch.allclose(freq, torch.full((4,), 0.25), atol=0.025)
+    assert torch.allclose(m[:, [0, 2, 3]].mean(0), torch.full((3,), 0.5), atol=0.025)
+
+
+def test_train_predictor_context_sizes_and_learning_rate_schedule(monkeypatch):
+    """Context sizes uniform on 4..32 by default (both ends drawn in 150 steps); the step-s rate is lr x
+    (s + 1) / w for s < w, then lr (steps - s) / (steps - w), with w = steps // 10 (2 of 21 steps)."""
+    lrs, contexts = [], []
+
+    class Recorder(torch.optim.SGD):
+        def step(self, closure=None):
+            lrs.append(self.param_groups[0]["lr"])
+            return super().step(closure)
+
+    monkeypatch.setattr(torch.optim, "Adam", lambda params, lr: Recorder(params, lr=lr))
+    monkeypatch.setattr(method, "prequential_nll",
+                        lambda model, batch, n, g: contexts.append(n) or model.predictor[0].bias.sum() * 0.0)
+    method.train_predictor(_tiny_l2m(0), lambda rng: None, steps=150, lr=1.0, seed=0)
+    assert min(contexts) == 4 and max(contexts) == 32 and set(contexts) <= set(range(4, 33))
+    lrs.clear()
+    method.train_predictor(_tiny_l2m(0), lambda rng: None, steps=21, lr=2.0, seed=0, context_range=(3, 5))
+    assert lrs == pytest.approx([1.0, 2.0] + [2.0 * (21 - s) / 19 for s in range(2, 21)])
+    assert [method._schedule(s, 2, 1) for s in range(2)] == [1.0, 1.0]  # one decay step: full rate
+
+
+def test_selector_loss_with_one_counted_row_is_that_rows_nll():
+    """Rows with nothing left to acquire do not count: with one counted row the loss is its NLL after the
+    pick (not half of it), with none it is 0."""
+    g = torch.Generator().manual_seed(0)
+    model = _tiny_l2m(d=3)
+    context = method.context_tokens(torch.randn(1, 4, 3, generator=g), torch.ones(1, 4, 3), torch.randn(1, 4, generator=g))
+    x, y = torch.randn(1, 3, 3, generator=g), torch.randn(1, 3, generator=g)
+    r = torch.zeros(1, 3, 3)
+    r[0, 2, 0] = 1.0  # only the last row has a feature to acquire: counted at depth 0, not at depth 1
+    m_g = torch.Generator().manual_seed(5)
+    losses = [float(method.selector_loss(model, context, x, y, r, 0.5, m_g).detach()) for _ in range(6)]
+    assert 0.0 in losses and any(v != 0.0 for v in losses)  # depth 0 (counted alone) or 1 (nothing counts)
+    wants = []
+    h_g = torch.Generator().manual_seed(5)
+    for _ in range(6):
+        w_, _, _, c_ = _hand_selector_loss(model, context, x, y, r, 0.5, h_g)
+        wants.append(float(w_.detach()) if c_.any() else 0.0)
+    assert losses == pytest.approx(wants, abs=1e-6)
+
+
+def test_train_selector_freezes_embedder_and_encoder_while_it_trains():
+    """During policy training no gradient reaches the embedder or the encoder (frozen, requires_grad off at
+    every step), and they are trainable again afterwards."""
+    model = _tiny_l2m(3)
+    flags = []
+    method.train_selector(model, _draw, 2, 1e-2, 1e-3, 0.5, (3, 6), 0,
+                          on_step=lambda k, m: flags.append([p.requires_grad for p in (*m.embed.parameters(),
+                                                                                        *m.encoder.parameters())]))
+    assert len(flags) == 2 and not any(any(f) for f in flags)
+    assert all(p.grad is None for p in (*model.embed.parameters(), *model.encoder.parameters()))
+    assert all(p.requires_grad for p in model.parameters())
+
+
+def test_greedy_acquisition_random_picks_and_selector_inputs_by_hand():
+    """select=None picks, step by step, the argmax of the generator's uniforms over the unacquired features
+    (every feature once); the selector sees the features x themselves; NLLs come as (..., d + 1) for a
+    (tasks, rows) batch."""
+    x = torch.tensor([[[0.3, 2.0, -1.0, 0.7], [5.0, 1.0, 0.0, 2.0]]] * 3)  # (3 tasks, 2 rows, d = 4)
+    y = torch.zeros(3, 2)
+
+    def predict(xq, m):
+        return torch.zeros(xq.shape[:-1]), 1 + m.sum(-1)
+
+    nlls, picks = method.greedy_acquisition(predict, None, x, y, torch.Generator().manual_seed(3))
+    g = torch.Generator().manual_seed(3)
+    m = torch.zeros_like(x)
+    for k in range(4):
+        scores = torch.rand(m.shape, generator=g).masked_fill(m == 1, float("-inf"))
+        want = scores.argmax(-1)
+        assert torch.equal(picks[..., k], want)
+        m = m + torch.nn.functional.one_hot(want, 4).float()
+    assert torch.all(picks.sort(-1).values == torch.arange(4))
+    assert nlls.shape == (3, 2, 5)
+    assert torch.allclose(nlls[0, 0], torch.log(torch.arange(1.0, 6.0)) + 0.5 * np.log(2 * np.pi))
+    _, by_value = method.greedy_acquisition(predict, lambda xq, mq: xq, x, y)
+    assert by_value[0].tolist() == [[1, 3, 0, 2], [0, 3, 1, 2]]  # decreasing x
+
+
+def test_straight_through_gumbel_noise_stays_finite_at_u_zero(monkeypatch):
+    """The uniforms are clamped below at 1e-10: a draw of exactly 0 gives finite Gumbel noise (the same for
+    every feature here), so the sample is the one-hot argmax of the logits with a finite gradient."""
+    monkeypatch.setattr(torch, "rand", lambda shape, generator=None: torch.zeros(shape))
+    logits = torch.tensor([[0.0, 2.0, 1.0]], requires_grad=True)
+    s = method.straight_through_gumbel(logits, 0.5, torch.Generator())
+    assert s.tolist() == [[0.0, 1.0, 0.0]]
+    s[0, 1].backward()
+    assert torch.isfinite(logits.grad).all() and logits.grad.abs().sum() > 0
