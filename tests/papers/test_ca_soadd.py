@@ -440,3 +440,234 @@ def test_oc_softmax_steps_descend_on_the_softplus_margin(monkeypatch):
     with torch.no_grad():
         after = float(torch.nn.functional.cosine_similarity(enc(first)[0], w[None], dim=-1).mean())
     assert after > before
+
+
+# ---- mutation-hardening (issue 44): each piece against a reference computed another way ------------
+
+
+def test_layer_mix_divides_the_logits_by_the_temperature():
+    """M1 a = softmax(s / tau) at tau = 2 and 0.5, and F = sum_l a_l H^(l) frame by frame and channel by channel."""
+    _, a2 = method.layer_mix(torch.zeros(1, 2, 1, 1), torch.tensor([0.0, 2 * float(np.log(3.0))]), tau=2.0)
+    _, a_half = method.layer_mix(torch.zeros(1, 2, 1, 1), torch.tensor([0.0, 0.5 * float(np.log(3.0))]), tau=0.5)
+    assert torch.allclose(a2, torch.tensor([0.25, 0.75])) and torch.allclose(a_half, torch.tensor([0.25, 0.75]))
+    h = torch.arange(2 * 3 * 2 * 2, dtype=torch.float32).reshape(2, 3, 2, 2)
+    f, a = method.layer_mix(h, torch.tensor([0.0, float(np.log(2.0)), float(np.log(5.0))]))
+    assert torch.allclose(a, torch.tensor([1.0, 2.0, 5.0]) / 8)
+    for b in range(2):
+        for t in range(2):
+            want = (h[b, 0, t] + 2 * h[b, 1, t] + 5 * h[b, 2, t]) / 8
+            assert torch.allclose(f[b, t], want)
+
+
+def test_entropy_regulariser_is_finite_at_a_zero_weight():
+    """M1 L_ent = sum_l a_l log a_l with 0 log 0 = 0: a one-hot mix gives 0, an even split over two of three
+    layers gives -log 2."""
+    assert float(method.entropy_regulariser(torch.tensor([0.0, 1.0]))) == pytest.approx(0.0, abs=1e-9)
+    assert float(method.entropy_regulariser(torch.tensor([0.5, 0.0, 0.5]))) == pytest.approx(-np.log(2.0), rel=1e-6)
+
+
+def test_online_standardiser_is_welford_on_shifted_chunks():
+    """Welford's batch update equals the numpy mean and population variance of everything seen, even when
+    the chunks' means differ a lot (the between-chunk term matters); the output is (z - mu) / sqrt(var + 1e-5)
+    with the 1e-5 visible at a small variance; a fresh standardiser divides by sqrt(1e-5) (no 0 / 0)."""
+    rng = np.random.default_rng(1)
+    chunks = [rng.normal(0, 0.01, (n, 2)) + shift for n, shift in ((1, 0.0), (4, 0.05), (3, -0.02))]
+    os_ = method.OnlineStandardiser(2).double()
+    fresh = os_(torch.tensor([[1.0, -2.0]], dtype=torch.float64))
+    assert torch.allclose(fresh, torch.tensor([[1.0, -2.0]], dtype=torch.float64) / np.sqrt(1e-5))
+    for chunk in chunks:
+        os_.update(torch.tensor(chunk))
+    data = np.concatenate(chunks)
+    assert float(os_.n) == 8
+    assert np.allclose(os_.mean.numpy(), data.mean(0), rtol=1e-10, atol=0)
+    assert np.allclose(os_.m2.numpy() / 8, data.var(0), rtol=1e-10, atol=0)
+    x = np.array([[0.1, -0.1], [0.0, 0.3]])
+    want = (x - data.mean(0)) / np.sqrt(data.var(0) + 1e-5)
+    assert np.allclose(os_(torch.tensor(x)).numpy(), want, rtol=1e-10)
+
+
+def test_cosine_score_ignores_the_length_of_short_vectors():
+    """M6 s(z, c) = z.c / (|z| |c|) for vectors much shorter than 1 (the eps only guards a zero vector)."""
+    z = torch.tensor([[0.01, 0.0], [0.0, -0.002]])
+    c = torch.tensor([0.003, 0.004])
+    assert torch.allclose(method.cosine_score(z, c), torch.tensor([0.6, -0.8]), atol=1e-6)
+    assert float(method.cosine_score(torch.zeros(1, 2), c)[0]) == 0.0
+
+
+def test_boundary_hinge_default_margin_is_one_and_bce_subtracts_its_bias():
+    """M3 L_cabs with the paper's m = 1 when none is given; the BCE ablation's logit is (s - b) / T for a
+    non-zero bias b and another temperature, checked against log(1 + e^-x) written out."""
+    c = torch.tensor([0.0, 2.0])
+    z = torch.tensor([[0.0, 1.0], [1.0, 0.0]])
+    zp = torch.tensor([[0.0, -1.0], [0.0, 1.0]])
+    assert float(method.boundary_hinge_loss(z, zp, c)) == pytest.approx(1.0)
+    # scores: bona fide [1, 0], probes [-1, 1]; b = 0.5, T = 0.25
+    s, y = np.array([1.0, 0.0, -1.0, 1.0]), np.array([1.0, 1.0, 0.0, 0.0])
+    x = (s - 0.5) / 0.25
+    want = np.mean(y * np.log1p(np.exp(-x)) + (1 - y) * np.log1p(np.exp(x)))
+    got = float(method.probe_bce_loss(z, zp, c, torch.tensor(0.5), temperature=0.25))
+    assert got == pytest.approx(want, rel=1e-6)
+
+
+def _encoder_by_hand(enc, h, tau):
+    """The encoder written out with loops: layer mix, attention scores w2.tanh(W1 F_t + b1) + b2 softmaxed
+    over frames, weighted mean (and weighted std for statistics pooling), Linear -> LayerNorm -> ReLU ->
+    Linear, then (z - mu) / sqrt(m2 / n + 1e-5)."""
+    h = h.double()
+    a = torch.exp(enc.layer_logits.detach().double() / tau)
+    a = a / a.sum()
+    W1, b1 = enc.att[0].weight.detach().double(), enc.att[0].bias.detach().double()
+    w2, b2 = enc.att[2].weight.detach().double()[0], enc.att[2].bias.detach().double()[0]
+    out = []
+    for clip in h:
+        f = sum(a[l] * clip[l] for l in range(len(a)))  # T x d
+        e = torch.stack([w2 @ torch.tanh(W1 @ f_t + b1) + b2 for f_t in f])
+        beta = torch.exp(e - e.max())
+        beta = beta / beta.sum()
+        r = sum(beta[t] * f[t] for t in range(len(f)))
+        if enc.pooling == "stats":
+            var = sum(beta[t] * f[t] ** 2 for t in range(len(f))) - r ** 2
+            r = torch.cat([r, torch.sqrt(torch.clamp(var, min=1e-6))])
+        lin1, ln, lin2 = enc.head[0], enc.head[1], enc.head[3]
+        u = lin1.weight.detach().double() @ r + lin1.bias.detach().double()
+        u = (u - u.mean()) / torch.sqrt(u.var(unbiased=False) + ln.eps) * ln.weight.detach().double() + ln.bias.detach().double()
+        z = lin2.weight.detach().double() @ torch.relu(u) + lin2.bias.detach().double()
+        if enc.os is not None:
+            z = (z - enc.os.mean.double()) / torch.sqrt(enc.os.m2.double() / enc.os.n.double() + 1e-5)
+        out.append(z)
+    return torch.stack(out), a
+
+
+@pytest.mark.parametrize("pooling", ["mean", "stats"])
+def test_encoder_forward_equals_the_head_written_out(pooling):
+    """M1 head on random weights (non-zero layer logits, tau = 0.5, random LayerNorm affine): the embedding
+    and the layer weights equal the loop-written reference; update_os folds the batch's pre-OS embeddings
+    into the statistics first (their mean and variance), a plain call leaves them frozen."""
+    torch.manual_seed(0)
+    enc = method.Encoder(3, 4, 5, bottleneck=6, tau=0.5, pooling=pooling)
+    with torch.no_grad():
+        enc.layer_logits.copy_(torch.tensor([0.3, -0.7, 1.1]))
+        enc.att[2].bias.fill_(0.4)
+        enc.head[1].weight.uniform_(0.5, 1.5)
+        enc.head[1].bias.uniform_(-0.5, 0.5)
+    h1, h2 = torch.randn(6, 3, 7, 4), torch.randn(3, 3, 7, 4)
+    saved = enc.os
+    enc.os = None
+    raw, a = enc(h1)
+    want_raw, want_a = _encoder_by_hand(enc, h1, 0.5)
+    assert torch.allclose(a.double(), want_a, atol=1e-6) and torch.allclose(raw.double(), want_raw, atol=1e-5)
+    enc.os = saved
+    z1, _ = enc(h1, update_os=True)
+    assert float(enc.os.n) == 6
+    assert torch.allclose(enc.os.mean, raw.detach().mean(0), atol=1e-5)
+    assert torch.allclose(enc.os.m2 / 6, raw.detach().var(0, unbiased=False), atol=1e-5)
+    assert torch.allclose(z1.double(), _encoder_by_hand(enc, h1, 0.5)[0], atol=1e-4)
+    z2, _ = enc(h2)
+    assert float(enc.os.n) == 6 and torch.allclose(z2.double(), _encoder_by_hand(enc, h2, 0.5)[0], atol=1e-4)
+    frozen = method.embed(enc, h2.numpy())
+    assert float(enc.os.n) == 6 and not frozen.requires_grad and torch.allclose(frozen, z2)
+
+
+def test_encoder_defaults_and_the_deep_svdd_head():
+    """M1 defaults: tau = 1 (a = softmax(s)), biases, a LayerNorm, OS on, mean pooling (head input d); the
+    Deep-SVDD head has no bias anywhere and no LayerNorm."""
+    torch.manual_seed(0)
+    enc = method.Encoder(2, 3, 4)
+    with torch.no_grad():
+        enc.layer_logits.copy_(torch.tensor([0.0, float(np.log(3.0))]))
+    _, a = enc(torch.randn(2, 2, 5, 3))
+    assert torch.allclose(a, torch.tensor([0.25, 0.75]))
+    assert isinstance(enc.os, method.OnlineStandardiser) and isinstance(enc.head[1], torch.nn.LayerNorm)
+    assert enc.head[0].in_features == 3 and all(m.bias is not None for m in (enc.att[0], enc.att[2], enc.head[0], enc.head[3]))
+    svdd = method.Encoder(2, 3, 4, standardise=False, deep_svdd=True)
+    assert svdd.os is None and isinstance(svdd.head[1], torch.nn.Identity)
+    assert not [n for n, _ in svdd.named_parameters() if n.endswith("bias")]
+
+
+def test_soadd_config_defaults_are_the_chapters_setting():
+    """SOADDConfig's defaults are the chapter's single tuning setting (chapter.yml: Adam, lr 1e-3, weight
+    decay 1e-4, batch 32, 300 steps; the experiment's dim 32, margin 1 and warm-up steps / 4) and the full
+    method: hinge boundary, invariance and OS on, mean pooling, lambda = (5, 1, 1, 1e-2)."""
+    chapter = yaml.safe_load((repo_root() / "notebooks/ca_soadd/chapter.yml").read_text())
+    grid, protocol = chapter["tuning"]["grid"], " ".join(chapter["tuning"]["protocol"].split())
+    cfg = method.SOADDConfig()
+    assert (cfg.lr, cfg.steps, cfg.batch) == (grid["lr"][0], grid["steps"][0], grid["batch"][0])
+    assert "Adam, lr 1e-3, weight decay 1e-4" in protocol and cfg.weight_decay == 1e-4
+    common = experiment.EXPERIMENT_PROFILES["book"]
+    assert (cfg.dim, cfg.margin, cfg.warmup) == (common["dim"], common["margin"], common["steps"] // 4)
+    assert (cfg.boundary, cfg.invariance, cfg.standardise, cfg.pooling) == ("hinge", True, True, "mean")
+    assert tuple(cfg.lambdas) == (5.0, 1.0, 1.0, 1e-2)
+
+
+def test_train_soadd_uses_adam_with_coupled_weight_decay(monkeypatch):
+    """With every lambda 0 the objective's gradient is 0, so Adam's first step sees only the L2 weight-decay
+    gradient g = wd p: each parameter moves by -lr g / (|g| + 1e-8) (about -lr sign(p)), zeros stay put."""
+    feats, views, probes = _soadd_data()
+    cfg = method.SOADDConfig(steps=1, batch=4, lr=0.01, weight_decay=0.1, warmup=0, dim=3, lambdas=(0.0, 0.0, 0.0, 0.0))
+    enc0, _ = method.train_soadd(feats, views, probes, method.SOADDConfig(**{**vars(cfg), "steps": 0}), seed=3)
+    enc, _ = method.train_soadd(feats, views, probes, cfg, seed=3)
+    for (name, p0), p in zip(enc0.named_parameters(), enc.parameters()):
+        g = 0.1 * p0.detach()  # Adam's first step: m_hat = g, v_hat = g^2, eps 1e-8
+        assert torch.allclose(p.detach(), p0.detach() - 0.01 * g / (g.abs() + 1e-8), atol=1e-7), name
+    assert any((p0 != 0).any() for p0 in enc0.parameters())
+
+
+def test_eer_interpolates_when_the_first_roc_point_already_crosses():
+    """M6 EER with a tie at the top score (ROC (0, 0) -> (0.5, 1)): FRR and FAR meet at 1/3 on the segment,
+    not at the first point; bona fide only calibration defaults to alpha = 0.05."""
+    assert method.eer([2.0, 2.0], [2.0, 0.0]) == pytest.approx(1 / 3)
+    assert method.calibrate_threshold(np.arange(101.0)) == 5.0
+
+
+def test_cumulative_centroid_counts_every_batch_seen():
+    """M2 over three batches of sizes 1, 2, 3: c is the mean of all six normalised embeddings (the count n
+    grows by each batch, so the third update weighs the first two batches by 3)."""
+    cen = method.CumulativeCentroid(2)
+    batches = [torch.tensor([[3.0, 0.0]]), torch.tensor([[0.0, 1.0], [0.0, 4.0]]),
+               torch.tensor([[1.0, 1.0], [-2.0, 0.0], [0.0, -5.0]])]
+    for b in batches:
+        c = cen.update(b)
+    unit = torch.cat([b / b.norm(dim=-1, keepdim=True) for b in batches])
+    assert cen.n == 6 and torch.allclose(c, unit.mean(0), atol=1e-6)
+
+
+def test_train_soadd_builds_the_configured_head():
+    """The trained encoder is the configured one: no OS when standardise is off, statistics pooling (head input
+    2 d) when asked, OS statistics of every bona fide batch otherwise."""
+    feats, views, probes = _soadd_data()
+    cfg = method.SOADDConfig(steps=2, batch=4, warmup=0, dim=3)
+    enc, _ = method.train_soadd(feats, views, probes, method.SOADDConfig(**{**vars(cfg), "standardise": False}), seed=0)
+    assert enc.os is None and enc.head[0].in_features == 5
+    enc, _ = method.train_soadd(feats, views, probes, method.SOADDConfig(**{**vars(cfg), "pooling": "stats"}), seed=0)
+    assert enc.head[0].in_features == 10 and float(enc.os.n) == 8
+
+
+def test_train_soadd_small_margin_steps_are_sgd_on_the_hinge_with_that_margin(monkeypatch):
+    """Two SGD steps with m = 0.1 (some hinge terms inactive, which m = 1 would switch on) equal the hand-written
+    steps with that margin."""
+    _sgd(monkeypatch)
+    feats, views, probes = _soadd_data()
+    cfg = method.SOADDConfig(steps=2, batch=4, lr=0.05, weight_decay=0.0, warmup=0, dim=3, margin=0.1,
+                             lambdas=(1.0, 0.5, 4.0, 0.1))
+    enc = _trained_as_by_hand(feats, views, probes, cfg, seed=5)
+    enc0, _ = method.train_soadd(feats, views, probes, method.SOADDConfig(**{**vars(cfg), "steps": 0}), seed=5)
+    other, _ = _hand_soadd(enc0, feats, views, probes, method.SOADDConfig(**{**vars(cfg), "margin": 1.0}), seed=5)
+    assert not all(torch.allclose(a, b, atol=1e-6) for a, b in zip(enc.parameters(), other.parameters()))
+
+
+def test_eer_interpolates_along_a_flat_frr_segment():
+    """M6 EER where the ROC crosses inside a segment that starts away from FPR = 0: bona fide [2, 3] and spoofs
+    [1, 4, 2.5] give FRR = 0.5 while FAR rises from 1/3 to 2/3, so they meet at 0.5."""
+    assert method.eer([2.0, 3.0], [1.0, 4.0, 2.5]) == pytest.approx(0.5)
+
+
+def test_cosines_run_over_the_last_axis_of_any_stack():
+    """M6 s(z, c) and M3 L_binv take the cosine over the feature (last) axis for a stack of batches too: a
+    (2, 2, 3) stack gives the per-row cosines (not the cosines over the batch axis)."""
+    z = torch.tensor([[[1.0, 0.0, 0.0], [0.0, 2.0, 0.0]], [[3.0, 4.0, 0.0], [0.0, 0.0, -1.0]]])
+    c = torch.tensor([1.0, 1.0, 0.0])
+    want = torch.tensor([[1.0, 1.0], [7.0 / 5.0, 0.0]]) / np.sqrt(2.0)
+    assert torch.allclose(method.cosine_score(z, c), want, atol=1e-6)
+    view = torch.tensor([[[2.0, 0.0, 0.0], [0.0, 0.0, 1.0]], [[0.0, 0.0, 1.0], [0.0, 0.0, -3.0]]])
+    # row cosines 1, 0, 0, 1 -> mean 0.5
+    assert float(method.benign_invariance_loss(z, view)) == pytest.approx(0.5)
