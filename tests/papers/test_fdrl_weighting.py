@@ -446,11 +446,12 @@ def test_critic_step_is_sgd_on_the_fedora_td3_target():
 
 def test_actor_step_is_sgd_on_the_fedora_actor_loss_and_targets_follow():
     """The delayed actor step with plain SGD moves every actor by -lr grad of sum_m [-lambda delta mean Q_1(s, pi(s))
-    + bc delta mean |pi - a|^2 + alpha_0 mean |pi - pi_g|^2 + alpha_2 mean |pi - pi_prev|^2], lambda = 2.5 / mean |Q_1|
-    held constant, pi_prev the client's actor at the end of the previous round (not the broadcast global one);
-    then the targets move tau of the way to the online weights."""
+    + bc delta mean |pi - a|^2 + alpha_0 mean |pi - pi_g|^2 + alpha_2 mean |pi - pi_prev|^2], lambda = alpha / mean |Q_1|
+    held constant (alpha = hp alpha, here 1.5 rather than TD3+BC's 2.5), pi_prev the client's actor at the end of the
+    previous round (not the broadcast global one); then the targets move tau of the way to the online weights."""
     torch.manual_seed(0)
     fed = _toy_federation()
+    fed.hp = dict(fed.hp, alpha=1.5)
     _one_round(fed)
     prev = [p.detach().clone() for p in fed.actor.params]  # end of round 1, before the broadcast
     fed.start_round()
@@ -468,7 +469,7 @@ def test_actor_step_is_sgd_on_the_fedora_actor_loss_and_targets_follow():
     params = [p.clone().requires_grad_(True) for p in actor_before]
     pi = 2 * torch.tanh(_mlp(params, obs))
     q1 = _twins(critic, obs, pi)[:, 0]
-    lam = 2.5 / q1.abs().mean(-1).detach()
+    lam = 1.5 / q1.abs().mean(-1).detach()
     pi_g = 2 * torch.tanh(_mlp(_per_member(fed.global_actor, fed, False), obs))
     pi_prev = 2 * torch.tanh(_mlp(prev, obs))
     bc = torch.tensor([1.0, 0.0, 1.0] + [1.0] * 6)  # the stress run's medium client is pure TD3
@@ -567,3 +568,222 @@ def test_actor_loss_holds_lambda_constant_in_the_gradient():
     loss = method.actor_loss(q1, z, z, z, z, torch.tensor([0.5]), torch.tensor([0.0]), 0.0, torch.tensor([1.0]))
     loss.sum().backward()
     assert torch.allclose(q1.grad, torch.full((1, 3), -(2.5 / (7 / 3)) * 0.5 / 3))
+
+
+# ---- mutation-hardening (issue 44): edge cases, small scales, defaults, the remaining entry points ----
+
+
+def test_ensemble_initialisation_is_torchs_linear_uniform():
+    """Every weight and bias of a layer with fan-in n is drawn from U(-1/sqrt(n), 1/sqrt(n)): all inside the
+    bound, the extremes near it on both sides, mean about 0; distinct=2 alternates two draws over members."""
+    net = method.Ensemble(4, [9, 400, 1], torch.Generator().manual_seed(0), distinct=2)
+    for p, fan_in in zip(net.params, (9, 9, 400, 400)):
+        bound = 1 / math.sqrt(fan_in)
+        assert p.shape[0] == 4 and p.requires_grad
+        p = p.detach()
+        assert float(p.max()) <= bound and float(p.min()) >= -bound
+        if p.numel() >= 1600:
+            assert float(p.max()) > 0.95 * bound and float(p.min()) < -0.95 * bound and abs(float(p.mean())) < 0.05 * bound
+        assert torch.equal(p[0], p[2]) and torch.equal(p[1], p[3]) and not torch.equal(p[0], p[1])
+    x = torch.randn(4, 2, 9)
+    assert torch.allclose(net(x), torch.relu(x @ net.params[0] + net.params[1]) @ net.params[2] + net.params[3], atol=1e-6)
+    copies = net.copy_params()
+    assert all(not c.requires_grad and torch.equal(c, p) for c, p in zip(copies, net.params))
+
+
+def test_actor_loss_lambda_at_a_small_mean_abs_q_and_default_alpha():
+    """lambda = alpha / mean |Q| also below 1 (mean |Q| = 0.25 -> lambda = 10 at the default alpha 2.5); the
+    1e-6 floor only guards a zero mean (Q = 0 gives a finite loss)."""
+    q1 = torch.tensor([[0.5, -0.25, 0.0, 0.25]], requires_grad=True)  # mean |Q| = 0.25
+    z = torch.zeros(1, 4, 1)
+    loss = method.actor_loss(q1, z, z, z, z, torch.tensor([1.0]), torch.tensor([0.0]), 0.0, torch.tensor([1.0]))
+    assert float(loss[0].detach()) == pytest.approx(-10.0 * 0.125)
+    loss.sum().backward()
+    assert torch.allclose(q1.grad, torch.full((1, 4), -10.0 / 4))
+    zero = method.actor_loss(torch.zeros(1, 4), z, z, z, z, torch.tensor([1.0]), torch.tensor([0.0]), 0.0,
+                             torch.tensor([1.0]))
+    assert torch.isfinite(zero).all() and float(zero[0]) == 0.0
+
+
+def test_decay_delta_keeps_delta_on_a_tie_and_uses_its_rate():
+    """delta decays only where the global value is strictly higher; a tie keeps it; another rate is used as given."""
+    d = method.decay_delta(torch.tensor([0.8, 0.8]), torch.tensor([-2.0, -1.0]), torch.tensor([-2.0, -3.0]), rate=0.5)
+    assert torch.allclose(d, torch.tensor([0.8, 0.4]))
+
+
+def test_weights_are_scale_free_at_small_scales_too():
+    """softmax(J / std J) and softmax(S / std S) depend only on the shape of the scores: J and PI a thousand
+    times smaller (std well below 1) give the same weights; c scales as mean PI / mean |J|."""
+    j = torch.tensor([-10.0, -20.0, -30.0])
+    pinc = torch.tensor([0.1, 0.2, 0.6])
+    small = 1e-3
+    assert torch.allclose(method.q_std_weights(small * j), method.q_std_weights(j), atol=1e-6)
+    assert torch.allclose(method.combined_weights(small * j, small * pinc), method.combined_weights(j, pinc), atol=1e-6)
+    assert float(method.scaling_factor(small * j, pinc)) == pytest.approx(0.3 / (small * 20), rel=1e-5)
+    equal = method.combined_weights(torch.full((3,), -5.0), torch.full((3,), 0.2))
+    assert torch.allclose(equal, torch.full((3,), 1 / 3)) and torch.allclose(method.q_std_weights(torch.full((4,), 2.0)), torch.full((4,), 0.25))
+
+
+def test_adaptive_alpha0_default_rho_and_strict_comparison():
+    """alpha_0,k = rho alpha_0 with the default rho = 0.1 where S_loc > S_g strictly; a tie keeps alpha_0."""
+    got = method.adaptive_alpha0(torch.tensor([2.0, 1.0, 0.5]), torch.tensor([1.0, 1.0, 1.0]), 3.0)
+    assert torch.allclose(got, torch.tensor([0.3, 3.0, 3.0]))
+
+
+def test_unknown_names_are_refused_with_the_valid_ones():
+    """An unknown aggregator or score kind raises a ValueError that lists the valid names; scores() defaults
+    to the clients' own models."""
+    fed = _toy_federation()
+    with pytest.raises(ValueError, match="unknown aggregator 'nope'; valid: combined, none, q_softmax, q_std, uniform"):
+        fed._weights("nope", torch.zeros(3), torch.zeros(3))
+    with pytest.raises(ValueError, match="unknown scores 'nope'; valid: local, global, global_own_critic"):
+        fed.scores("nope")
+    with pytest.raises(ValueError, match="n = 3 members is not a multiple of distinct = 2"):
+        method.Ensemble(3, [2, 1], torch.Generator().manual_seed(0), distinct=2)
+    default, local = fed.scores(), fed.scores("local")
+    assert all(torch.equal(a, b) for a, b in zip(default, local))
+
+
+def test_act_local_and_act_global_are_the_clients_and_the_runs_policies():
+    """act_local = 2 tanh(f_k(s)) with each client's own weights, act_global = 2 tanh(f_g(s)) with each run's
+    global weights (after a round they differ)."""
+    torch.manual_seed(0)
+    fed = _toy_federation()
+    _one_round(fed)
+    obs = torch.randn(fed.M, 5, 3)
+    assert torch.allclose(fed.act_local(obs), 2 * torch.tanh(_mlp([p.detach() for p in fed.actor.params], obs)), atol=1e-6)
+    obs_r = torch.randn(fed.R, 5, 3)
+    assert torch.allclose(fed.act_global(obs_r), 2 * torch.tanh(_mlp(fed.global_actor, obs_r)), atol=1e-6)
+    assert not torch.allclose(fed.act_global(obs_r), fed.act_local(obs_r.repeat_interleave(fed.K, 0))[:: fed.K], atol=1e-4)
+
+
+def test_federation_starts_from_the_documented_state():
+    """Before any round: delta = 1, alpha_0 = hp alpha_0 for federated clients and 0 for isolated ones, c = 0,
+    no step taken, pi_prev and both targets equal to the online weights, every run's global actor the shared
+    initial actor; the stress run's medium client has bc = 0."""
+    fed = _toy_federation()
+    assert torch.equal(fed.delta, torch.ones(9)) and torch.equal(fed.c, torch.zeros(3)) and fed.step_count == 0
+    assert torch.equal(fed.alpha0, torch.tensor([1.0] * 6 + [0.0] * 3))
+    half = method.Federation(fed.specs, 3, fed.data, dict(_HP, alpha0=0.5), 0)
+    assert torch.equal(half.alpha0, torch.tensor([0.5] * 6 + [0.0] * 3))
+    assert torch.equal(fed.bc, torch.tensor([1.0, 0.0, 1.0] + [1.0] * 6)) and fed.bc.dtype == torch.float32
+    assert torch.equal(fed.federated, torch.tensor([True] * 6 + [False] * 3))
+    for copies, online in ((fed.prev_actor, fed.actor.params), (fed.actor_target, fed.actor.params),
+                           (fed.critic_target, fed.critic.params)):
+        assert all(torch.equal(c, p.detach()) for c, p in zip(copies, online))
+    for g, p in zip(fed.global_actor, fed.actor.params):
+        assert g.shape[0] == fed.R and torch.equal(g, p.detach()[:1].expand_as(g))
+    for g, p in zip(fed.global_critic, fed.critic.params):
+        assert g.shape[0] == 2 * fed.R
+
+
+def test_start_round_overwrites_the_critics_of_fedora_style_runs_only():
+    """The broadcast overwrites both twins of every client of an overwrite run with its run's global twins;
+    keep-own and isolated clients keep their own critics (and actors)."""
+    torch.manual_seed(0)
+    fed = _toy_federation(("fedora", "combined_adaptive", "isolated"))
+    _one_round(fed)
+    before_c = [p.detach().clone() for p in fed.critic.params]
+    before_a = [p.detach().clone() for p in fed.actor.params]
+    fed.start_round()
+    for p, g, b in zip(fed.critic.params, fed.global_critic, before_c):
+        for m in range(9):
+            for t in range(2):
+                want = g[2 * (m // 3) + t] if m < 3 else b[2 * m + t]
+                assert torch.equal(p[2 * m + t].detach(), want)
+        assert not torch.equal(b[:6], p.detach()[:6])
+    for p, b in zip(fed.actor.params, before_a):
+        assert torch.equal(p.detach()[3:], b[3:])
+
+
+def test_finish_round_weights_of_uniform_q_std_and_tempered_runs():
+    """The server's weights per aggregator with the run's temperature factor: FedAvg 1/K; q_std softmax(J / (T
+    std J)); q_softmax softmax(beta J / temp); combined softmax(S / (T std S)) with T = temperature x temp."""
+    torch.manual_seed(0)
+    kinds = ["expert", "medium", "random"]
+    specs = [method.RunSpec("uniform"), method.RunSpec("q_std", temp=2.0), method.RunSpec("q_softmax", temp=0.5),
+             method.RunSpec("combined", temp=3.0)]
+    data = experiment.pack_clients(_toy_clients(), len(specs), 6, 0)
+    hp = dict(_HP, temperature=0.7, beta=0.3)
+    fed = method.Federation(specs, 3, data, hp, 0)
+    out = _one_round(fed)
+    j, pinc = out["j"].double(), out["pi"].double()
+    assert torch.allclose(out["weights"][0], torch.full((3,), 1 / 3))
+
+    def soft(x):
+        e = torch.exp(x - x.max())
+        return e / e.sum()
+
+    assert torch.allclose(out["weights"][1].double(), soft(j[1] / (0.7 * 2.0 * j[1].std(unbiased=False))), atol=1e-5)
+    assert torch.allclose(out["weights"][2].double(), soft(0.3 / 0.5 * j[2]), atol=1e-5)
+    s = pinc[3].mean() / j[3].abs().mean() * j[3] - pinc[3]
+    assert torch.allclose(out["weights"][3].double(), soft(s / (0.7 * 3.0 * s.std(unbiased=False))), atol=1e-5)
+    assert not torch.allclose(out["weights"][1:], torch.full((3, 3), 1 / 3), atol=1e-3)
+    plain = method.RunSpec("uniform")  # FEDORA's defaults: overwrite, fixed alpha_0, TD3+BC everywhere, temp 1
+    assert (plain.keep_own, plain.adaptive, plain.bc, plain.temp) == (False, False, [], 1.0)
+
+
+def test_weights_of_several_runs_at_once_are_per_row():
+    """Given (R, K) scores, q_std and combined weights (and c) are computed row by row: each run's clients only."""
+    j = torch.tensor([[-10.0, -20.0, -30.0], [-1.0, -1.5, -4.0]])
+    pinc = torch.tensor([[0.1, 0.2, 0.6], [0.3, 0.1, 0.2]])
+    both_q, both_c = method.q_std_weights(j), method.combined_weights(j, pinc)
+    for r in range(2):
+        assert torch.allclose(both_q[r], method.q_std_weights(j[r])) and torch.allclose(both_c[r], method.combined_weights(j[r], pinc[r]))
+    assert torch.allclose(method.scaling_factor(j, pinc), torch.tensor([0.3 / 20, 0.2 / (6.5 / 3)]), rtol=1e-5)
+
+
+def test_local_step_optimisers_use_the_learning_rate_and_clip_the_smoothing_noise():
+    """Adam's first critic step moves each weight by at most lr (about lr where the gradient is clearly non-zero)
+    with lr = hp lr = 0.05; with large smoothing noise (std 2 x 1.0) clipped at 2 x 0.3, the critic step is SGD on
+    the target built from the clipped noise and clipped actions (written out)."""
+    torch.manual_seed(0)
+    fed = method.Federation([method.RunSpec("uniform")], 3, experiment.pack_clients(_toy_clients(), 1, 6, 0),
+                            dict(_HP, lr=0.05), 0)
+    before = [p.detach().clone() for p in fed.critic.params]
+    fed.local_step()
+    moves = torch.cat([(p.detach() - b).abs().reshape(-1) for p, b in zip(fed.critic.params, before)])
+    assert float(moves.max()) <= 0.05 * (1 + 1e-5) and float(moves.max()) > 0.04 and fed.step_count == 1
+    before = [p.detach().clone() for p in fed.actor.params]
+    fed.local_step()  # the actor's first (Adam) step
+    moves = torch.cat([(p.detach() - b).abs().reshape(-1) for p, b in zip(fed.actor.params, before)])
+    assert float(moves.max()) <= 0.05 * (1 + 1e-5) and float(moves.max()) > 0.04 and fed.step_count == 2
+    fed = _toy_federation()
+    fed.hp = dict(fed.hp, policy_noise=1.0, noise_clip=0.3)
+    _one_round(fed)
+    fed.start_round()
+    # saturate the target actors at +2 (even members) and -2 (odd): the smoothed actions leave [-2, 2] both ways
+    fed.actor_target[-1] += 10.0 * torch.tensor([1.0, -1.0] * 4 + [1.0]).view(-1, 1, 1)
+    _sgd(fed, "critic", 0.01)
+    before = [p.detach().clone() for p in fed.critic.params]
+    state = fed.gen.get_state()
+    fed.local_step()
+    obs, action, reward, next_obs, noise = _draw_batch(fed, state)
+    assert float(noise.abs().max()) == pytest.approx(0.6) and float((noise.abs() == 0.6).float().mean()) > 0.5
+    raw = 2 * torch.tanh(_mlp(fed.actor_target, next_obs)) + noise
+    assert float(raw.max()) > 2.3 and float(raw.min()) < -2.3
+    next_a = raw.clamp(-2, 2)
+    local = _twins(fed.critic_target, next_obs, next_a).min(1).values
+    glob = _twins(_per_member(fed.global_critic, fed, True), next_obs, next_a).min(1).values
+    y = reward + fed.hp["gamma"] * torch.where(fed.federated[:, None], torch.maximum(local, glob), local)
+    params = [p.clone().requires_grad_(True) for p in before]
+    grads = torch.autograd.grad(((_twins(params, obs, action) - y[:, None, :]) ** 2).sum(1).mean(-1).sum(), params)
+    for p, p0, g in zip(fed.critic.params, before, grads):
+        assert torch.allclose(p.detach(), p0 - 0.01 * g, rtol=1e-5, atol=1e-6)
+
+
+def test_actor_loss_and_scores_are_per_member_and_per_leading_index():
+    """The actor loss is one value per member (each its own proximal term), and J_k, PI_k accept leading
+    dimensions (..., N): a (R, K, N) stack gives the (R, K) per-client values."""
+    z = torch.zeros(2, 2, 1)
+    pi_prev = torch.tensor([[[1.0], [1.0]], [[0.0], [2.0]]])  # prox_prev per member: 1 and 2
+    got = method.actor_loss(torch.ones(2, 2), z, z, z, pi_prev, torch.zeros(2), torch.zeros(2), 0.5, torch.zeros(2))
+    assert torch.allclose(got, torch.tensor([0.5, 1.0]))
+    q = torch.arange(12.0).view(2, 2, 3)
+    mask = torch.tensor([[[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]], [[1.0, 1.0, 1.0], [0.0, 1.0, 1.0]]])
+    assert torch.allclose(method.value_score(q, mask), torch.tensor([[0.5, 3.0], [7.0, 10.5]]))
+    act = torch.zeros(2, 2, 3, 1)
+    assert torch.allclose(method.policy_inconsistency(q[..., None], act, mask), torch.tensor([[0.5, 9.0], [(36 + 49 + 64) / 3, 110.5]]))
+    fed = _toy_federation(("fedora",))
+    j, pinc = torch.tensor([-1.0, -2.0, -4.0]), torch.tensor([0.1, 0.2, 0.3])
+    assert torch.allclose(fed._weights("q_softmax", j, pinc), method.q_softmax_weights(j, _HP["beta"]))
