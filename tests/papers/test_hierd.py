@@ -570,3 +570,323 @@ def test_schedule_warm_up_then_cosine():
     values = [experiment._schedule(s, 8, 0.25) for s in range(8)]
     assert values[:3] == pytest.approx([0.5, 1.0, 1.0])
     assert values[5] == pytest.approx(0.5) and values[7] == pytest.approx(0.5 * (1 + math.cos(math.pi * 5 / 6)))
+
+
+# ---- mutation-hardening (issue 44): the embedder written out, edge cases of the group pieces ----------
+
+
+def _embedder_by_hand(model, images, text):
+    """The embedder written out: patches cut with loops (channel, row, column order), centred at 0.5, a
+    linear patch embedding plus positions, then words plus positions and EOS; each block pre-LN causal
+    attention (torch's scaled_dot_product_attention, scale 1 / sqrt(d_head)) and a GELU MLP; the last
+    state through the final LayerNorm; the embedding its normalised EOS row."""
+    d, p = model.ln_f.normalized_shape[0], model.patch
+    text = torch.cat([text, torch.full((len(text), 1), model.eos_id)], 1)
+    x = model.token_embed.weight[text] + model.text_pos[: text.shape[1]]
+    if images is not None:
+        g = 24 // p
+        patches = torch.stack([torch.stack([images[b, :, r * p:(r + 1) * p, c * p:(c + 1) * p].reshape(-1)
+                                            for r in range(g) for c in range(g)]) for b in range(len(images))])
+        x = torch.cat([(patches - 0.5) @ model.patch_embed.weight.T + model.patch_embed.bias + model.image_pos, x], 1)
+    hidden, attn = [x], []
+    for blk in model.blocks:
+        nh, t = blk.n_head, x.shape[1]
+        y = torch.nn.functional.layer_norm(x, (d,), blk.ln1.weight, blk.ln1.bias, 1e-5)
+        q, k, v = (z.reshape(len(x), t, nh, d // nh).transpose(1, 2) for z in (y @ blk.qkv.weight.T + blk.qkv.bias).split(d, -1))
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        w = torch.zeros(len(x), nh, t, t)
+        for i in range(t):
+            w[:, :, i, : i + 1] = torch.softmax((q[:, :, i : i + 1] @ k[:, :, : i + 1].transpose(-1, -2))[:, :, 0] / math.sqrt(d // nh), -1)
+        x = x + out.transpose(1, 2).reshape(len(x), t, d) @ blk.proj.weight.T + blk.proj.bias
+        y = torch.nn.functional.layer_norm(x, (d,), blk.ln2.weight, blk.ln2.bias, 1e-5)
+        x = x + torch.nn.functional.gelu(y @ blk.mlp[0].weight.T + blk.mlp[0].bias) @ blk.mlp[2].weight.T + blk.mlp[2].bias
+        hidden.append(x)
+        attn.append(w.mean(1))
+    hidden[-1] = torch.nn.functional.layer_norm(x, (d,), model.ln_f.weight, model.ln_f.bias, 1e-5)
+    return hidden, attn, hidden[-1][:, -1] / hidden[-1][:, -1].norm(dim=-1, keepdim=True)
+
+
+def test_embedder_forward_equals_the_transformer_written_out():
+    """The embedder's hidden states, head-averaged causal attention maps and EOS embedding equal the
+    written-out transformer (image + text and text only), with random LayerNorm affines."""
+    torch.manual_seed(0)
+    model = method.Embedder(patch=12, d=8, n_layer=2, n_head=2, vocab_size=20, eos_id=1, seed=3)
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, torch.nn.LayerNorm):
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.3, 0.3)
+    images, text = torch.rand(2, 3, 24, 24), torch.tensor([[2, 3, 4, 5, 6, 7, 8], [9, 8, 7, 6, 5, 4, 3]])
+    with torch.no_grad():
+        for imgs in (images, None):
+            out = model(imgs, text)
+            hidden, attn, emb = _embedder_by_hand(model, imgs, text)
+            assert len(out["hidden"]) == 3 and len(out["attn"]) == 2
+            for got, want in zip(out["hidden"] + out["attn"], hidden + attn):
+                assert torch.allclose(got, want, atol=1e-5)
+            assert torch.allclose(out["embedding"], emb, atol=1e-5)
+
+
+def test_embedder_initial_scales_and_text_positions():
+    """Patch positions and words start with standard deviation 0.3 (INIT_SCALE, the scale of the patch
+    embeddings); there is one text position per question token plus EOS (7 + 1); the seed fixes the weights."""
+    model = method.Embedder(patch=4, d=64, n_layer=1, n_head=2, vocab_size=40, eos_id=1, seed=0)
+    assert model.text_pos.shape == (task.QUESTION_LEN + 1, 64) and model.image_pos.shape == (36, 64)
+    for p in (model.image_pos, model.token_embed.weight, model.text_pos):
+        assert 0.27 < float(p.detach().std()) < 0.33
+    again = method.Embedder(patch=4, d=64, n_layer=1, n_head=2, vocab_size=40, eos_id=1, seed=0)
+    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), again.parameters()))
+
+
+def test_layer_pairs_go_from_the_input_to_the_last_states_word_level_first():
+    """Step 8's layer pairs: the first maps input embeddings to input embeddings at word level, the others are
+    phrase level, indices rise in both models and the last pairs the teacher's and the student's final states."""
+    cfg = core.configure(experiment.EXPERIMENT_PROFILES, "smoke")
+    levels = [lev for _, _, lev in method.LAYER_PAIRS]
+    assert method.LAYER_PAIRS[0][:2] == (0, 0) and levels == ["word", "phrase", "phrase"]
+    t_idx, s_idx = [t for t, _, _ in method.LAYER_PAIRS], [s for _, s, _ in method.LAYER_PAIRS]
+    assert t_idx == sorted(set(t_idx)) and s_idx == sorted(set(s_idx))
+    assert (t_idx[-1], s_idx[-1]) == (cfg.teacher_layers, cfg.student_layers)
+    assert t_idx[1] == 2 and s_idx[1] == 1
+
+
+def test_cluster_distance_of_short_states_is_the_cosine_distance():
+    """Step 3's 1 - cos does not depend on the states' lengths: states a thousand times shorter than 1 give the
+    same distances, and orthogonal unit-free states at the same centre are 1 apart."""
+    rng = np.random.default_rng(5)
+    states, centres = rng.normal(size=(4, 3)), method.patch_centres(12)
+    assert np.allclose(method.cluster_distance(1e-3 * states, centres, 0.2), method.cluster_distance(states, centres, 0.2))
+    d = method.cluster_distance(np.array([[1e-3, 0.0], [0.0, 2e-3]]), np.zeros((2, 2)), 0.5)
+    assert d[0, 1] == pytest.approx(1.0)
+
+
+def test_dbscan_chains_and_border_points_join_the_nearest_core():
+    """DBSCAN's clusters are transitive over a long chain of core points (16 points spaced 1, eps 1); a border
+    point within eps of cores of two clusters joins the nearer one's cluster, not the first."""
+    x = np.arange(16.0)
+    chain = method.dbscan(np.abs(x[:, None] - x[None]), 1.0, 2)
+    assert chain.tolist() == [0] * 16
+    # "within eps" includes eps itself: 1 and 2 are cores (3 points at distance <= 1), 0 and 3 their border
+    pts = np.array([0.0, 1.0, 2.0, 3.0, 10.0, 10.5, 10.9])
+    assert method.dbscan(np.abs(pts[:, None] - pts[None]), 1.0, 3).tolist() == [0, 0, 0, 0, 1, 1, 1]
+    # min_samples 4, eps 1.45: cores -0.9..0.0 (cluster 0) and 2.6..3.5 (cluster 1); a point at 1.4 reaches
+    # only the cores 0.0 (1.4 away) and 2.6 (1.2 away): a border point, it joins cluster 1
+    cores = [-0.9, -0.6, -0.3, 0.0, 2.6, 2.9, 3.2, 3.5]
+    for border, cluster in ((1.4, 1), (1.2, 0)):
+        pts = np.array(cores + [border, 10.0])
+        labels = method.dbscan(np.abs(pts[:, None] - pts[None]), 1.45, 4)
+        assert labels.tolist() == [0] * 4 + [1] * 4 + [cluster, -1]
+
+
+def test_map_clusters_clamps_teacher_patches_beyond_the_student_grid():
+    """A 5 px student grid covers 20 of the 24 px: teacher patches centred beyond it land in the last student
+    row or column (clamped), by majority."""
+    labels = np.full(36, -1)  # teacher 4 px grid, centres at 2, 6, ..., 22
+    labels[5] = 0  # centre (22, 2): x -> floor(22 / 5) = 4 -> clamped to 3 -> student patch 3
+    labels[35] = 1  # centre (22, 22) -> student patch 15
+    labels[34] = 1  # centre (18, 22) -> (3, 4 -> 3): patch 15
+    out = method.map_clusters(labels, 4, 5)
+    want = np.full(16, -1)
+    want[3], want[15] = 0, 1
+    assert out.tolist() == want.tolist()
+
+
+def test_group_weights_singletons_are_exactly_one_and_weights_scale_free():
+    """Step 4: a singleton group's token gets omega = 1 exactly (float64); token and cross weights are
+    normalised, so halving the token weights or scaling the attention by 0.01 changes nothing."""
+    h = torch.tensor([[[1.0, 2.0, 0.5], [0.0, 1.0, 3.0], [2.0, 0.0, 1.0]]], dtype=torch.float64)
+    omega, g, valid = method.group_weights(h, torch.tensor([[1, -1, 0]]), 2)
+    assert omega[0].tolist() == [1.0, 0.0, 1.0] and torch.equal(g[0, 1], h[0, 0]) and valid[0].tolist() == [True, True]
+    proj = torch.tensor([[[1.0, 0.0], [0.0, 1.0]]])
+    tgt = torch.tensor([[[1.0, 0.0], [1.0, 0.0]]])
+    assert float(method.token_loss(proj, tgt, torch.tensor([[0.125, 0.375]]))) == pytest.approx(0.75)
+    attention = torch.tensor([[[0.5, 0.5, 0.0], [0.0, 0.0, 1.0]]])
+    text = torch.tensor([[[1.0, 0.0], [0.0, 1.0]]])
+    vision = torch.tensor([[[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]]])
+    assert torch.allclose(method.cross_pi(0.01 * attention, text, vision), method.cross_pi(attention, text, vision))
+
+
+def _to(x, device):
+    """Every tensor of a nested dict / tuple / list moved to ``device``."""
+    if isinstance(x, torch.Tensor):
+        return x.to(device)
+    if isinstance(x, dict):
+        return {k: _to(v, device) for k, v in x.items()}
+    if isinstance(x, (list, tuple)) and x and isinstance(x[0], (torch.Tensor, dict)):
+        return type(x)(_to(v, device) for v in x)
+    return x
+
+
+def test_every_piece_stays_on_its_inputs_device(tiny_run):
+    """The embedder and every loss build their masks, indices and constants on the device of their inputs
+    (checked on torch's shape-only 'meta' device: a constant made on the CPU cannot meet a meta tensor), so a
+    GPU run never mixes devices; every returned term lives there too."""
+    meta = torch.device("meta")
+    cfg, train, targets = tiny_run
+    student = experiment._student(cfg, 2).to(meta)
+    idx = torch.arange(4)
+    out_q = student(train["images"][idx].to(meta), train["questions"][idx].to(meta))
+    out_a = student(None, train["answers"][idx].to(meta))
+    assert all(t.device == meta for t in out_q["hidden"] + out_q["attn"] + [out_q["embedding"], out_a["embedding"]])
+    pairs = _to(experiment._take(targets["pairs"], idx), meta)
+    projectors = experiment.make_projectors(cfg, 0).to(meta)  # fresh ones: .to moves a module in place
+    for weights in (method.HieRDWeights(), method.HieRDWeights(relational=False)):
+        terms = method.hierd_loss(out_q, out_a, pairs, projectors, student.n_patches, weights)
+        assert all(v.device == meta for v in terms.values())
+    # in double precision every term, the zero L_cross of the token-only variant included, is float64
+    as64 = lambda o: {k: [t.double() for t in v] if k in ("hidden", "attn") else v.double() for k, v in o.items()}  # noqa: E731
+    pairs64 = {k: ({kk: vv.double() if vv.is_floating_point() else vv for kk, vv in v.items()} if isinstance(v, dict)
+                   else v.double() if isinstance(v, torch.Tensor) else v) for k, v in pairs.items()}
+    terms = method.hierd_loss(as64(out_q), as64(out_a), pairs64, projectors.double(), student.n_patches,
+                              method.HieRDWeights(relational=False))
+    assert all(v.dtype == torch.float64 for v in terms.values())
+    e = torch.randn(4, 3, device=meta)
+    assert method.info_nce(e, e, 0.5).device == meta and method.rkd_loss(e, e).device == meta
+    assert method.info_nce(e, e, 0.5, positive=torch.ones(4, 4, dtype=torch.bool, device=meta)).device == meta
+    omega, g, valid = method.group_weights(torch.randn(2, 4, 3, device=meta), torch.zeros(2, 4, dtype=torch.long, device=meta), 2)
+    assert omega.device == g.device == valid.device == meta
+    assert method.relational_loss(g, g, valid).device == meta
+
+
+def test_embedder_size_is_the_documented_architecture():
+    """The parameter count equals the one written from the architecture: a linear patch embedding (3 p^2 -> d),
+    one position per patch and per text slot (8), a word table, per block two LayerNorms, qkv (d -> 3d), the
+    output projection and a 4x MLP, then the final LayerNorm."""
+    d, p, v, n_layer = 8, 6, 11, 3
+    model = method.Embedder(patch=p, d=d, n_layer=n_layer, n_head=2, vocab_size=v, eos_id=1)
+    block = 2 * 2 * d + (3 * d * d + 3 * d) + (d * d + d) + (4 * d * d + 4 * d) + (4 * d * d + d)
+    want = (3 * p * p * d + d) + 16 * d + 8 * d + v * d + n_layer * block + 2 * d
+    assert sum(t.numel() for t in model.parameters()) == want
+    assert model.n_patches == 16 and model.grid == 4
+
+
+def test_info_nce_soft_targets_normalise_each_querys_row():
+    """Eq. 1 with positives that are not symmetric (query 0: targets 0 and 1; query 1: target 1 only): each
+    query's soft target is uniform over its own positives."""
+    q = torch.tensor([[1.0, 0.0], [0.6, 0.8]])
+    t = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    positive = torch.tensor([[True, True], [False, True]])
+    logits = (q @ t.T / 0.5).numpy()
+    logp = logits - np.log(np.exp(logits).sum(1, keepdims=True))
+    want = -(0.5 * (logp[0, 0] + logp[0, 1]) + logp[1, 1]) / 2
+    assert float(method.info_nce(q, t, 0.5, positive)) == pytest.approx(want, rel=1e-6)
+
+
+def test_token_and_cross_losses_over_a_batch_by_hand():
+    """Step 5's L^tok is length-free (projections 1000 times shorter change nothing) and averages over the samples
+    with positive weight only; step 6's Pi is normalised per sample and L_cross is the mean over samples."""
+    proj = torch.tensor([[[1.0, 0.0], [0.0, 1.0]], [[1.0, 0.0], [1.0, 0.0]]])
+    tgt = torch.tensor([[[1.0, 0.0], [1.0, 0.0]], [[0.0, 1.0], [0.0, 1.0]]])
+    w = torch.tensor([[0.25, 0.75], [0.0, 0.0]])  # the second sample has no weight: left out of the mean
+    assert float(method.token_loss(proj, tgt, w)) == pytest.approx(0.75)
+    assert float(method.token_loss(1e-3 * proj, tgt, w)) == pytest.approx(0.75, rel=1e-6)
+    attention = torch.tensor([[[0.5, 0.5], [0.0, 1.0]], [[2.0, 0.0], [0.0, 2.0]]])
+    eye = torch.eye(2).expand(2, 2, 2)
+    pi = method.cross_pi(attention, eye, eye)
+    assert torch.allclose(pi, torch.tensor([[[0.25, 0.25], [0.0, 0.5]], [[0.5, 0.0], [0.0, 0.5]]]))
+    xs, xt = torch.ones(2, 2, 2), torch.zeros(2, 2, 2)
+    xs[1] = 3.0
+    # sample 0: sum_ak Pi (1 - 0)^2 = 1; sample 1: sum Pi 9 = 9; mean 5
+    assert float(method.cross_loss(pi, xs, xt)) == pytest.approx(5.0)
+
+
+def test_hierd_loss_cross_term_averages_the_pairs_with_attention_only(tiny_run):
+    """Step 8's L_cross is the mean over the layer pairs that have a teacher attention map: with only the
+    first pair's map it is that pair's value (not half of it), as the per-pair form gives."""
+    cfg, train, targets = tiny_run
+    student = experiment._student(cfg, 2)
+    idx = torch.arange(4)
+    with torch.no_grad():
+        out_q, out_a = student(train["images"][idx], train["questions"][idx]), student(None, train["answers"][idx])
+    pairs = {**experiment._take(targets["pairs"], idx), "has_pi": (True, False, False)}
+    weights = method.HieRDWeights()
+    terms = method.hierd_loss(out_q, out_a, pairs, targets["projectors"], student.n_patches, weights)
+    *_, l_cross = _per_pair_reference(out_q, out_a, pairs, targets["projectors"], student.n_patches, weights)
+    assert float(l_cross) > 0 and float(terms["cross"]) == pytest.approx(float(l_cross), rel=1e-5)
+
+
+def test_cluster_tokens_eps_is_a_percentile_of_the_off_diagonal_distances():
+    """Step 3's eps is the percentile of the distances between distinct tokens (the zero diagonal left out): two
+    identical pairs of orthogonal states have off-diagonal distances 0 (4 of 12) and 1 (8 of 12), so the 20th
+    percentile (0) splits them into two clusters and the 40th (1) joins all four."""
+    states = np.array([[1.0, 0.0], [2.0, 0.0], [0.0, 1.0], [0.0, 3.0]])
+    centres = np.zeros((4, 2))
+    assert method.cluster_tokens(states, centres, 0.0, 20.0, 2).tolist() == [0, 0, 1, 1]
+    assert method.cluster_tokens(states, centres, 0.0, 40.0, 2).tolist() == [0, 0, 0, 0]
+
+
+def test_default_seed_and_patch_centres_of_a_grid_short_of_the_image():
+    """The embedder's default seed is 0 (two default embedders are equal); a 5 px grid has floor(24 / 5) = 4
+    patches a side, centred at 2.5, 7.5, 12.5, 17.5."""
+    a = method.Embedder(patch=12, d=8, n_layer=1, n_head=1, vocab_size=4, eos_id=1)
+    b = method.Embedder(patch=12, d=8, n_layer=1, n_head=1, vocab_size=4, eos_id=1, seed=0)
+    assert all(torch.equal(x, y) for x, y in zip(a.parameters(), b.parameters()))
+    c = method.patch_centres(5)
+    assert c.shape == (16, 2) and c[:5].tolist() == [[2.5, 2.5], [7.5, 2.5], [12.5, 2.5], [17.5, 2.5], [2.5, 7.5]]
+
+
+def test_clustering_of_a_stack_with_two_leading_dimensions_equals_each_image_alone():
+    """Step 3 on a (2, 2, N, .) stack: distances, DBSCAN (border points, noise, an all-noise image) and
+    cluster_tokens (images of different distance scales, one eps each) equal the per-image results; the spatial
+    term uses the distance between patch centres (not their sum)."""
+    d = method.cluster_distance(np.ones((2, 3)), np.array([[6.0, 6.0], [18.0, 6.0]]), 1.0)
+    assert d[0, 1] == pytest.approx(12 / math.hypot(24, 24))
+    cores = [-0.9, -0.6, -0.3, 0.0, 2.6, 2.9, 3.2, 3.5]
+    mats = []
+    for border in (1.4, 1.2, 10.0):
+        pts = np.array(cores + [border, 10.0])
+        mats.append(np.abs(pts[:, None] - pts[None]))
+    mats.append(np.abs(np.arange(10.0)[:, None] - np.arange(10.0)[None]) * 5.0)  # all noise at eps 1.45
+    stack = np.stack(mats).reshape(2, 2, 10, 10)
+    got = method.dbscan(stack, np.full((2, 2), 1.45), 4)
+    for i in range(2):
+        for j in range(2):
+            assert got[i, j].tolist() == method.dbscan(stack[i, j], 1.45, 4).tolist()
+    assert got[1, 1].tolist() == [0] * 10 and got[0, 0, 8] == 1 and got[0, 1, 8] == 0 and got[1, 0, 8] == -1
+    rng = np.random.default_rng(7)
+    states = rng.normal(size=(2, 2, 9, 4)) * np.array([1.0, 3.0])[None, :, None, None]
+    states[:, :, :4] += np.array([[2.0, -1.0], [0.5, 4.0]])[:, :, None, None]
+    centres = method.patch_centres(8)
+    dist = method.cluster_distance(states, centres, 0.3)
+    labels = method.cluster_tokens(states, centres, 0.3, 25.0, 2)
+    for i in range(2):
+        for j in range(2):
+            assert np.allclose(dist[i, j], method.cluster_distance(states[i, j], centres, 0.3))
+            assert labels[i, j].tolist() == method.cluster_tokens(states[i, j], centres, 0.3, 25.0, 2).tolist()
+
+
+def test_relational_token_and_cross_losses_more_cases_by_hand():
+    """L^rel is length-free (group vectors 100 times shorter than 1 give the same loss); L^tok is the mean over
+    every sample with weight; L_cross squares the difference X^S - X^T (both non-zero here)."""
+    gs = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]])
+    gt = torch.tensor([[[1.0, 0.0], [1.0, 0.0], [1.0, 1.0]]])
+    valid = torch.tensor([[True, True, True]])
+    assert float(method.relational_loss(0.01 * gs, 0.01 * gt, valid)) == pytest.approx(1 / 3, rel=1e-5)
+    proj = torch.tensor([[[1.0, 0.0], [0.0, 1.0]], [[1.0, 0.0], [1.0, 0.0]]])
+    tgt = torch.tensor([[[1.0, 0.0], [1.0, 0.0]], [[0.0, 1.0], [1.0, 0.0]]])
+    w = torch.tensor([[0.25, 0.75], [0.5, 0.5]])  # per sample 0.75 and 0.5 -> mean 0.625
+    assert float(method.token_loss(proj, tgt, w)) == pytest.approx(0.625)
+    pi = torch.tensor([[[0.5, 0.0], [0.0, 0.5]]])
+    xs, xt = torch.tensor([[[1.0, 0.2], [0.0, 0.3]]]), torch.tensor([[[0.5, 0.0], [0.0, 0.1]]])
+    assert float(method.cross_loss(pi, xs, xt)) == pytest.approx(0.5 * 0.25 + 0.5 * 0.04)
+
+
+def test_hierd_loss_leaves_out_groups_the_student_lacks_and_renormalises_pi(tiny_run):
+    """A teacher group with no student token is left out of L^rel (the teacher marking every group valid changes
+    nothing, as the per-pair form, which intersects the masks, gives), and Pi is renormalised over the student's
+    clusters (halving the teacher's Pi changes nothing)."""
+    cfg, train, targets = tiny_run
+    student = experiment._student(cfg, 2)
+    idx = torch.arange(4)
+    with torch.no_grad():
+        out_q, out_a = student(train["images"][idx], train["questions"][idx]), student(None, train["answers"][idx])
+    pairs = experiment._take(targets["pairs"], idx)
+    weights = method.HieRDWeights()
+    base = method.hierd_loss(out_q, out_a, pairs, targets["projectors"], student.n_patches, weights)
+    text = {**pairs["text"], "valid": torch.ones_like(pairs["text"]["valid"])}
+    vision = {**pairs["vision"], "valid": torch.ones_like(pairs["vision"]["valid"])}
+    loose = {**pairs, "text": text, "vision": vision, "pi": 0.5 * pairs["pi"]}
+    assert not torch.equal(text["valid"], pairs["text"]["valid"]) and not torch.equal(vision["valid"], pairs["vision"]["valid"])
+    got = method.hierd_loss(out_q, out_a, loose, targets["projectors"], student.n_patches, weights)
+    for k in ("total", "text", "vis", "cross"):
+        assert float(got[k].detach()) == pytest.approx(float(base[k].detach()), rel=1e-5), k
