@@ -350,3 +350,38 @@ def test_a_verdict_box_without_runtimes_says_nan_seconds():
 
 def test_the_book_config_is_read_as_utf8(utf8_files):
     assert colab.repository_url().startswith("https://")
+
+
+def test_a_minimal_chapter_and_record_render_with_their_stated_defaults(monkeypatch):
+    """verdict_box and reproducibility_summary for a chapter.yml with only a title and a record with
+    no runtimes and no precondition: 'none declared', nan seconds, n/a, none, empty lists."""
+    import importlib
+    import types
+
+    from replib.core.ledger import judge_claims
+
+    declared = [{"id": "m1", "role": "mechanism", "statement": "s", "paper": "p", "metric": "m",
+                 "direction": ">=", "threshold": 0.0, "unit": "score"}]
+    record = {"seeds": [3, 4], "claims": judge_claims(declared, {"m1": [1.0, 2.0]}, "book")}
+    monkeypatch.setattr(report, "load_chapter", lambda slug: {"x": {"title": "T"}}[slug])
+    experiment = types.SimpleNamespace(EXPERIMENT_PROFILES={"smoke": {"seeds": [0, 1]}})
+    real = importlib.import_module
+    monkeypatch.setattr(importlib, "import_module",
+                        lambda name: experiment if name == "replib.papers.x.experiment" else real(name))
+    box = report.verdict_box("x", record)
+    assert "seeds 3, 4 (development seeds)" in box
+    assert box.endswith("Preconditions: none declared. Headline and mechanism claims: 0 hold, 0 fail, 1 undecided, "
+                        "0 inconclusive. Compute: the experiment took nan s on 2 CPU cores for 2 seeds (theory "
+                        "nan s, implementation nan s). The scoreboard lists every claim.")
+    lines = report.reproducibility_summary("x", record).splitlines()
+    assert lines[2] == "| paper | T (, ; arXiv n/a); official code none |"
+    assert lines[5] == ("| seeds | committed run: 3, 4 (development seeds); declared confirmatory seeds: ; "
+                        "smoke profile: 0, 1 |")
+    assert lines[6].startswith("| compute | book profile: 0 s on 2 CPU cores for the three notebooks (); ")
+
+
+def test_block_markers_are_found_despite_trailing_spaces():
+    (start, end) = BLOCKS["verdict"]
+    lines = ["# %% [markdown]", f"# {start}   ", "# old", f"# {end} ", "", "# %%"]
+    assert report._block(lines, start, end, "new", "# ") == ["# %% [markdown]", f"# {start}", "# new", f"# {end} ",
+                                                              "", "# %%"]

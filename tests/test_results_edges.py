@@ -457,3 +457,27 @@ def test_smoke_values_name_every_chapter_that_wrote_nothing_or_left_a_value_out(
         "a: the smoke run wrote no a.json",
         "b: h1 has no value on some seed (add what it needs to the smoke profile, or list it under smoke_gaps "
         "with the reason)"]
+
+
+def test_the_scoreboard_shows_defaults_and_development_seeds(monkeypatch):
+    """A chapter without results, one without a short title or declared claims, development seeds."""
+    _, synthetic = _synthetic_results()
+    monkeypatch.setattr(results, "committed_results", lambda **_: {"b": synthetic["b"]})
+    monkeypatch.setattr(results, "chapter_slugs", lambda: ["b", "e"])
+    monkeypatch.setattr(results, "load_chapter", lambda slug: {"b": {}, "e": {"short_title": "Te"}}[slug])
+    page = results.scoreboard_markdown()
+    assert "| [b](#b) | not reproduced | fails | fails | 0 hold, 2 fail, 0 undecided, 0 inconclusive | 1000, 1001, " \
+           "1002, 1003, 1004 (development seeds) | 101 s |" in page
+    assert "| Te | no results yet | | | | | |" in page
+    assert "\n## b\n" in page and "arXiv n/a; profile `book`" in page
+    assert "| c2 statement |  |\n" in page   # no declared claims: no paper column text
+
+
+def test_inconsistent_results_go_on_past_a_file_of_no_chapter_and_name_every_field(monkeypatch, tmp_path):
+    record = _chapter(monkeypatch, tmp_path, ["m1"], ["m1"])
+    fresh = results.rejudged("x", record)["claims"][0]
+    _write(tmp_path / "a.json", json.dumps({**record, "slug": "a"}))         # no chapter 'a': skipped
+    _write(tmp_path / "x.json", json.dumps({**record, "claims": [{**fresh, "mean": 9.0, "sd": 9.0}]}))
+    _write(tmp_path / "y.json", json.dumps({**record, "slug": "y", "claims": [fresh]}))
+    assert results.inconsistent_results() == [
+        "x.json: m1 stores mean, sd that do not follow from its values and declaration (re-judge: replib rejudge x)"]
