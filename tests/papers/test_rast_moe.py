@@ -506,3 +506,291 @@ def test_ppo_update_second_epoch_uses_the_old_log_probabilities(one_torch_thread
     scale = min(1.0, 0.5 / (float(torch.sqrt(sum((g ** 2).sum() for g in grads))) + 1e-6))
     for a, b, g in zip(params, two.parameters(), grads):
         assert torch.allclose(b.detach() - a.detach(), -lr * scale * g, rtol=1e-3, atol=1e-6)
+
+
+# ---- issue 44: what the mutation run found untested ------------------------------------------------
+
+
+def test_defaults_are_the_stated_ones():
+    """Eq. (5) by default: w_m = w_p = 1, lambda = 0, c0 = 600; Eq. (6): tolerance 0.05, eta 10; GAE gamma 0.99,
+    lambda 0.95; PPOConfig's documented hyperparameters; ppo_loss's clip 0.2 and coefficients 0.5, 0.01, 0.01."""
+    assert np.allclose(method.shaped_reward(np.array([120.0]), np.array([300.0]), np.array([2])), -(120 + 300) / 600)
+    assert method.update_lambda(1.0, 0.15) == pytest.approx(1.0 + 10 * (0.15 - 0.05))
+    rewards, values = np.array([[1.0], [2.0]]), np.array([[0.5], [1.0]])
+    d1, d0 = 2.0 - 1.0, 1.0 + 0.99 * 1.0 - 0.5
+    adv, _ = method.gae(rewards, values)
+    assert np.allclose(adv[:, 0], [d0 + 0.99 * 0.95 * d1, d1])
+    ppo = method.PPOConfig()
+    assert vars(ppo) == dict(lr=3e-4, clip_eps=0.2, gamma=0.99, gae_lambda=0.95, value_coef=0.5, entropy_coef=0.01,
+                             balance_coef=0.01, epochs=4, minibatches=2, reward_scale=0.05)
+    with compute_threads(1):
+        policy = _tiny_moe(1)
+        batch = _hand_batch(_rollout_data(policy, seed=1), ppo)
+        batch["logp"] = batch["logp"] - 0.4 * torch.sign(batch["adv"])  # ratios e^0.4 sign(A): the clip binds
+        default, _ = method.ppo_loss(policy, batch)
+        explicit, _ = method.ppo_loss(policy, batch, 0.2, 0.5, 0.01, 0.01)
+        assert default.item() == explicit.item()
+        pl, vl, ent, bal = _ppo_parts_by_hand(policy, batch, 0.2)
+        assert default.item() == pytest.approx((pl + 0.5 * vl - 0.01 * ent + 0.01 * bal).item(), rel=1e-5)
+
+
+def test_encoder_defaults_and_the_moe_sits_in_the_last_block_only():
+    """RastEncoder by default: width 32, 2 blocks of 4 heads, dense FFN 64, no experts; with n_experts > 0 only
+    the last block's FFN is the sparse MoE (top k = 2 by default), the others stay dense."""
+    enc = method.RastEncoder(5, 3)
+    assert len(enc.blocks) == 2 and enc.moe is None and enc.n_experts == 0
+    assert tuple(enc.zone_in.weight.shape) == (32, 5) and tuple(enc.global_in.weight.shape) == (32, 3)
+    for block in enc.blocks:
+        assert block.attn.num_heads == 4 and tuple(block.ffn.ff[0].weight.shape) == (64, 32)
+    moe = method.RastEncoder(5, 3, d=8, layers=3, heads=2, d_ff=16, n_experts=4)
+    assert [type(b.ffn).__name__ for b in moe.blocks] == ["_DenseFFN", "_DenseFFN", "SparseMoE"]
+    assert moe.moe is moe.blocks[-1].ffn and moe.moe.k == 2 and moe.n_experts == 4
+    assert method.RastEncoder(5, 3, d=8, layers=1, heads=2, d_ff=16, n_experts=4).moe is not None
+    a, b = method.RastEncoder(5, 3, d=8, heads=2), method.RastEncoder(5, 3, d=8, heads=2, seed=0)
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+
+
+def test_sparse_moe_initialisation_scale_and_top1_is_the_router_argmax():
+    """Expert weights start at std 1/sqrt(d) (w1) and 1/sqrt(d_ff) (w2), biases at 0, the router without bias;
+    aux's top1 is the expert of largest router probability, gates sum to 1 over the top k."""
+    torch.manual_seed(0)
+    moe = method.SparseMoE(d=16, d_ff=64, n_experts=8, k=3)
+    assert float(moe.w1.detach().std()) * 16 ** 0.5 == pytest.approx(1.0, abs=0.05)
+    assert float(moe.w2.detach().std()) * 64 ** 0.5 == pytest.approx(1.0, abs=0.05)
+    assert not moe.b1.any() and not moe.b2.any() and moe.router.bias is None and moe.expert_mask is None
+    _, aux = moe(torch.randn(6, 5, 16))
+    assert torch.equal(aux["top1"], aux["router_probs"].argmax(-1))
+    assert torch.allclose(aux["gates"].sum(-1), torch.ones(6)) and torch.all((aux["gates"] > 0).sum(-1) == 3)
+
+
+class _FakeCity:
+    """A duck-typed env of T steps: features from the rng given at reset and the step count; zone 0 never has
+    waiting requests (not live); step returns the action it got."""
+
+    def __init__(self, T, Z):
+        self.T, self.Z, self.t = T, Z, 0
+
+    def reset(self, rng):
+        self.t, self.base = 0, rng.random((self.Z, task.N_ZONE_FEATURES)).astype(np.float32)
+        return self.observe()
+
+    def observe(self):
+        zone = self.base + 0.1 * self.t
+        zone[0, 0] = 0.0
+        return zone.astype(np.float32), np.full(task.N_GLOBAL_FEATURES, 0.2 * self.t, dtype=np.float32)
+
+    def step(self, action):
+        self.t += 1
+        return {"t": self.t, "action": np.array(action)}
+
+    @property
+    def done(self):
+        return self.t >= self.T
+
+
+def test_collect_rollouts_by_hand(one_torch_thread):
+    """Sampling of Eq. (1): per step, the actions are Bernoulli(sigmoid(l_z)) draws of the given generator,
+    logp their per-zone log-probabilities, live the zones with waiting requests, value the critic, reward
+    reward_fn(info) of each env, top1 the router's first choice (-1 and no gates for a dense encoder), infos
+    per env in step order; greedy releases exactly where l_z > 0."""
+    T, Z = 3, 4
+    for policy in (method.RastEncoder(task.N_ZONE_FEATURES, task.N_GLOBAL_FEATURES, d=8, layers=1, heads=2, d_ff=16,
+                                      n_experts=3, k=2, seed=2),
+                   method.RastEncoder(task.N_ZONE_FEATURES, task.N_GLOBAL_FEATURES, d=8, layers=1, heads=2, d_ff=16,
+                                      seed=2)):
+        envs = [_FakeCity(T, Z), _FakeCity(T, Z)]
+
+        def reward_fn(info):
+            return 10.0 * info["t"] + info["action"].sum()
+
+        data = method.collect_rollouts(policy, envs, [np.random.default_rng(1), np.random.default_rng(2)], reward_fn,
+                                       torch_gen=torch.Generator().manual_seed(5))
+        gen = torch.Generator().manual_seed(5)
+        bases = [np.random.default_rng(s).random((Z, task.N_ZONE_FEATURES)).astype(np.float32) for s in (1, 2)]
+        for t in range(T):
+            zone = np.stack([b + np.float32(0.1) * t for b in bases])
+            zone[:, 0, 0] = 0.0
+            glob = np.full((2, task.N_GLOBAL_FEATURES), 0.2 * t, dtype=np.float32)
+            with torch.no_grad():
+                logits, value, aux = policy(torch.as_tensor(zone), torch.as_tensor(glob))
+            action = (torch.rand(logits.shape, generator=gen) < torch.sigmoid(logits)).float()
+            assert np.allclose(data["zone"][t], zone, atol=1e-6) and np.allclose(data["glob"][t], glob)
+            assert np.array_equal(data["action"][t], action.numpy())
+            lp = action * torch.nn.functional.logsigmoid(logits) + (1 - action) * torch.nn.functional.logsigmoid(-logits)
+            assert np.allclose(data["logp"][t], lp.numpy(), atol=1e-6)
+            assert np.allclose(data["value"][t], value.numpy(), atol=1e-6)
+            assert data["live"][t].tolist() == [[0.0, 1.0, 1.0, 1.0]] * 2
+            assert data["reward"][t].tolist() == [10.0 * (t + 1) + action[i].sum().item() for i in range(2)]
+            if "top1" in aux:
+                assert data["top1"][t].tolist() == aux["top1"].tolist() and data["gates"][t].shape == (2, 3)
+            else:
+                assert data["top1"][t].tolist() == [-1, -1] and data["gates"][t].shape == (2, 0)
+        assert [[i["t"] for i in infos] for infos in data["infos"]] == [[1, 2, 3]] * 2
+        assert all(np.array_equal(info["action"], data["action"][k, i]) for i, infos in enumerate(data["infos"])
+                   for k, info in enumerate(infos))
+        greedy = method.collect_rollouts(policy, envs, [np.random.default_rng(1), np.random.default_rng(2)], reward_fn,
+                                         greedy=True)
+        with torch.no_grad():
+            logits, _, _ = policy(torch.as_tensor(greedy["zone"][1]), torch.as_tensor(greedy["glob"][1]))
+        assert np.array_equal(greedy["action"][1], (logits > 0).float().numpy())
+
+
+def test_train_ppo_history_seeds_and_lambda_by_hand(monkeypatch, one_torch_thread):
+    """train_ppo: iteration k plays one episode per env with env seeds drawn from default_rng(seed) (0..2^31),
+    rewards reward_of(info, w_m, w_p, lambda_k); the history row holds k, lambda_k, the violation rate of its
+    infos and the mean episode return; lambda moves by Eq. (6) only for the adaptive reward; Adam runs at
+    ppo.lr; the first episode's actions are those of a generator seeded with ``seed``."""
+    original_adam, original_collect = torch.optim.Adam, method.collect_rollouts
+    lrs, first = [], []
+    monkeypatch.setattr(torch.optim, "Adam", lambda params, lr: lrs.append(lr) or original_adam(params, lr=lr))
+    monkeypatch.setattr(method, "collect_rollouts",
+                        lambda *a, **kw: first.append(original_collect(*a, **kw)) or first[-1])
+    T, Z, seed = 3, 4, 3  # seed 3: env seeds drawn from [0, 2^31) differ from draws from [1, 2^31)
+    seen = []
+
+    def reward_of(info, w_m, w_p, lam):
+        seen.append((w_m, w_p, lam))
+        return np.full(Z, -lam - info["t"])
+
+    rates = iter([0.3, 0.0, 0.3, 0.0])
+    for adaptive in (True, False):
+        policy = method.RastEncoder(task.N_ZONE_FEATURES, task.N_GLOBAL_FEATURES, d=8, layers=1, heads=2, d_ff=16,
+                                    seed=4)
+        start = copy.deepcopy(policy)
+        envs = [_FakeCity(T, Z), _FakeCity(T, Z)]
+        resets = []
+        seen.clear()
+        for env in envs:
+            env.reset = (lambda e, f: lambda rng: resets.append(rng.random()) or f(np.random.default_rng(0)))(env, env.reset)
+        reward = dict(w_match=1.0, w_pickup=2.0, lam=0.5, adaptive=adaptive, eta=3.0, tolerance=0.1, reward_of=reward_of)
+        sizes = []
+        history = method.train_ppo(policy, envs, 2, seed, reward, lambda infos: sizes.append((len(infos), len(infos[0])))
+                                   or next(rates), method.PPOConfig(lr=0.01, epochs=1, minibatches=1))
+        lam1 = 0.5 + 3.0 * (0.3 - 0.1) if adaptive else 0.5
+        assert [h["iteration"] for h in history] == [0, 1] and [h["lam"] for h in history] == pytest.approx([0.5, lam1])
+        assert [h["violation"] for h in history] == [0.3, 0.0] and sizes == [(2, T)] * 2
+        assert [h["train_return"] for h in history] == pytest.approx([-3 * 0.5 - 6, -3 * lam1 - 6])
+        assert {"policy", "value", "entropy"} <= set(history[0])
+        assert seen == [(1.0, 2.0, 0.5)] * (2 * T) + [(1.0, 2.0, pytest.approx(lam1))] * (2 * T)
+        env_seeds = np.random.default_rng(seed).integers(0, 2**31, size=4)
+        assert resets == pytest.approx([np.random.default_rng(s).random() for s in env_seeds])
+        assert lrs[-1] == 0.01
+        again = original_collect(start, envs, [np.random.default_rng(0)] * 2, lambda info: 0.0,
+                                 torch_gen=torch.Generator().manual_seed(seed))
+        assert np.array_equal(first[-2]["action"], again["action"])
+
+
+def test_factorised_log_prob_is_per_row_on_any_batch_shape():
+    """Eq. (1) gives one log-probability (and one entropy) per row: for a (2, 3, Z) batch each entry is the sum
+    over its zones of a log sigma(l) + (1 - a) log(1 - sigma(l)) (of the Bernoulli entropies), by hand, over
+    the live zones only when a mask is given."""
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(2, 3, 4, generator=g)
+    actions = (torch.rand(2, 3, 4, generator=g) < 0.5).float()
+    live = (torch.rand(2, 3, 4, generator=g) < 0.7).float()
+    sig = torch.sigmoid(logits)
+    terms = actions * torch.log(sig) + (1 - actions) * torch.log(1 - sig)
+    assert torch.allclose(method.factorised_log_prob(logits, actions), terms.sum(-1), atol=1e-6)
+    assert torch.allclose(method.factorised_log_prob(logits, actions, live), (terms * live).sum(-1), atol=1e-6)
+    assert method.factorised_log_prob(logits[0], actions[0]).shape == (3,)
+    bern = -(sig * torch.log(sig) + (1 - sig) * torch.log(1 - sig))
+    assert torch.allclose(method.factorised_entropy(logits), bern.sum(-1), atol=1e-6)
+    assert torch.allclose(method.factorised_entropy(logits, live), (bern * live).sum(-1), atol=1e-6)
+
+
+def test_dense_block_is_pre_norm_attention_then_residual_gelu_ffn():
+    """A dense block: h1 = h + MHA(LN(h)) (2 heads of softmax(q k^T / 2) v over each state's tokens), out = h1 +
+    W2 GELU(W1 LN'(h1) + b1) + b2, all by hand from the block's weights."""
+    enc = method.RastEncoder(task.N_ZONE_FEATURES, task.N_GLOBAL_FEATURES, d=8, layers=1, heads=2, d_ff=16, seed=3)
+    block = enc.blocks[0]
+    h = torch.randn(2, 5, 8, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        x = block.norm(h)
+        q, k, v = (x @ w.T + b for w, b in zip(block.attn.in_proj_weight.chunk(3), block.attn.in_proj_bias.chunk(3)))
+        heads = []
+        for i in range(2):
+            sl = slice(4 * i, 4 * i + 4)
+            att = torch.softmax(q[..., sl] @ k[..., sl].transpose(1, 2) / 2.0, -1)
+            heads.append(att @ v[..., sl])
+        h1 = h + block.attn.out_proj(torch.cat(heads, -1))
+        ffn = block.ffn
+        lin1, lin2 = ffn.ff[0], ffn.ff[-1]
+        want = h1 + lin2(torch.nn.functional.gelu(lin1(ffn.norm(h1))))
+        out, extra = block(h)
+    assert torch.allclose(out, want, atol=1e-6) and extra == {}
+
+
+def test_ppo_update_reads_gamma_lambda_scale_and_coefficients_from_its_config(one_torch_thread):
+    """ppo_update with a non-default PPOConfig (gamma 0.9, GAE lambda 0.5, reward scale 0.2, clip 0.1, value 0.3,
+    entropy 0.05, balance 0.2; one epoch, one minibatch, plain SGD) moves every parameter by -lr x the
+    clipped gradient of the hand-written loss built with those values."""
+    ppo = method.PPOConfig(gamma=0.9, gae_lambda=0.5, reward_scale=0.2, clip_eps=0.1, value_coef=0.3,
+                           entropy_coef=0.05, balance_coef=0.2, epochs=1, minibatches=1)
+    policy = _tiny_moe(4)
+    data = _rollout_data(policy, seed=4)
+    data["logp"] = data["logp"] + np.random.default_rng(1).normal(0, 0.3, data["logp"].shape).astype(np.float32)
+    batch = _hand_batch(data, ppo)
+    pl, vl, ent, bal = _ppo_parts_by_hand(policy, batch, 0.1)
+    params = list(policy.parameters())
+    grads = torch.autograd.grad(pl + 0.3 * vl - 0.05 * ent + 0.2 * bal, params, allow_unused=True)
+    grads = [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads)]
+    scale = min(1.0, 0.5 / (float(torch.sqrt(sum((g ** 2).sum() for g in grads))) + 1e-6))
+    before = [p.detach().clone() for p in params]
+    parts = method.ppo_update(policy, torch.optim.SGD(params, lr=0.05), data, ppo, torch.Generator().manual_seed(0))
+    assert parts["value"] == pytest.approx(vl.item(), rel=1e-4) and parts["policy"] == pytest.approx(pl.item(), rel=1e-4)
+    for b, p, g in zip(before, params, grads):
+        assert torch.allclose(p.detach() - b, -0.05 * scale * g, rtol=1e-3, atol=1e-7)
+
+
+def test_route_and_gae_treat_leading_axes_and_integer_rewards_right():
+    """Eq. (2) routes each state alone: a (2, 3, E) batch gives the (6, E) batch's q, gates and top k; GAE of
+    integer rewards is computed in floats (the discounted sums keep their fractions)."""
+    logits = torch.randn(6, 5, generator=torch.Generator().manual_seed(2))
+    flat = method.route(logits, 2)
+    deep = method.route(logits.reshape(2, 3, 5), 2)
+    assert all(torch.allclose(a.reshape(b.shape), b) for a, b in zip(flat, deep)) and deep[2].shape == (2, 3, 2)
+    assert torch.allclose(flat[1].sum(-1), torch.ones(6)) and torch.allclose(flat[0].sum(-1), torch.ones(6))
+    adv, ret = method.gae(np.array([[1], [2], [0]]), np.array([[0.5], [1.0], [0.2]]), gamma=0.9, lam=0.5)
+    d2, d1, d0 = -0.2, 2.0 + 0.9 * 0.2 - 1.0, 1.0 + 0.9 * 1.0 - 0.5
+    assert np.allclose(adv[:, 0], [d0 + 0.45 * d1 + 0.45 ** 2 * d2, d1 + 0.45 * d2, d2])
+
+
+def test_sparse_moe_by_hand_with_biases_and_a_switched_off_expert():
+    """Eq. (3) with nonzero expert biases: h + sum_e q~_e (W2_e GELU(W1_e LN(h) + b1_e) + b2_e) by hand; an
+    expert switched off by expert_mask is never chosen and gets gate 0."""
+    torch.manual_seed(1)
+    moe = method.SparseMoE(d=8, d_ff=16, n_experts=4, k=2)
+    with torch.no_grad():
+        moe.b1.normal_()
+        moe.b2.normal_()
+    h = torch.randn(3, 5, 8)
+    with torch.no_grad():
+        out, aux = moe(h)
+        x = moe.norm(h)
+        manual = h.clone()
+        for b in range(3):
+            for e in torch.nonzero(aux["gates"][b] > 0)[:, 0].tolist():
+                y = torch.nn.functional.gelu(x[b] @ moe.w1[e] + moe.b1[e]) @ moe.w2[e] + moe.b2[e]
+                manual[b] += aux["gates"][b, e] * y
+        assert torch.allclose(out, manual, atol=1e-5)
+        favourite = int(aux["top1"][0])
+        moe.expert_mask = torch.arange(4) != favourite
+        _, masked = moe(h)
+    assert torch.all(masked["gates"][:, favourite] == 0) and not (masked["top1"] == favourite).any()
+    assert torch.all(masked["router_probs"][:, favourite] == 0)
+
+
+def test_ppo_update_trains_on_float32_minibatches(monkeypatch, one_torch_thread):
+    """The rollout arrays (float64 rewards, hence float64 returns and advantages) reach ppo_loss as float32
+    tensors of T x N rows: the loss stays in the policy's precision."""
+    seen = []
+    original = method.ppo_loss
+    monkeypatch.setattr(method, "ppo_loss", lambda policy, b, *a: seen.append({k: (v.dtype, v.shape[0]) for k, v in b.items()})
+                        or original(policy, b, *a))
+    policy = _tiny_moe(5)
+    data = _rollout_data(policy, seed=5)
+    data["reward"] = data["reward"].astype(np.float64)
+    method.ppo_update(policy, torch.optim.SGD(policy.parameters(), lr=0.01), data,
+                      method.PPOConfig(epochs=1, minibatches=1), torch.Generator().manual_seed(0))
+    assert len(seen) == 1 and set(seen[0]) == {"zone", "glob", "action", "live", "logp", "ret", "adv"}
+    assert all(v == (torch.float32, 6) for v in seen[0].values())
