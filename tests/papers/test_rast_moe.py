@@ -794,3 +794,28 @@ def test_ppo_update_trains_on_float32_minibatches(monkeypatch, one_torch_thread)
                       method.PPOConfig(epochs=1, minibatches=1), torch.Generator().manual_seed(0))
     assert len(seen) == 1 and set(seen[0]) == {"zone", "glob", "action", "live", "logp", "ret", "adv"}
     assert all(v == (torch.float32, 6) for v in seen[0].values())
+
+
+def test_ppo_update_standardises_tiny_advantages_with_a_positive_epsilon(one_torch_thread):
+    """A = (A - mean) / (std + 1e-8) over live zones: with advantages of std ~1e-8 (gamma = 0, values within
+    1e-8 of the scaled rewards) the epsilon is half the denominator; the step equals -lr x the clipped gradient
+    of the hand-written loss standardised that way."""
+    ppo = method.PPOConfig(gamma=0.0, gae_lambda=0.0, epochs=1, minibatches=1, entropy_coef=0.1, balance_coef=0.5)
+    policy = _tiny_moe(6)
+    data = _rollout_data(policy, seed=6)
+    tiny = np.random.default_rng(2).normal(0, 1e-8, data["reward"].shape)
+    data["reward"] = data["reward"].astype(np.float64)
+    data["value"] = ppo.reward_scale * data["reward"] - tiny
+    batch = _hand_batch(data, ppo)
+    live = batch["live"].bool()
+    assert 0.5e-8 < float(torch.as_tensor(tiny.reshape(live.shape))[live].std()) < 2e-8
+    pl, vl, ent, bal = _ppo_parts_by_hand(policy, batch, ppo.clip_eps)
+    params = list(policy.parameters())
+    grads = torch.autograd.grad(pl + ppo.value_coef * vl - ppo.entropy_coef * ent + ppo.balance_coef * bal, params,
+                                allow_unused=True)
+    grads = [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads)]
+    scale = min(1.0, 0.5 / (float(torch.sqrt(sum((g ** 2).sum() for g in grads))) + 1e-6))
+    before = [p.detach().clone() for p in params]
+    method.ppo_update(policy, torch.optim.SGD(params, lr=0.05), data, ppo, torch.Generator().manual_seed(0))
+    for b, p, g in zip(before, params, grads):
+        assert torch.allclose(p.detach() - b, -0.05 * scale * g, rtol=1e-3, atol=1e-7)
