@@ -385,3 +385,77 @@ def test_block_markers_are_found_despite_trailing_spaces():
     lines = ["# %% [markdown]", f"# {start}   ", "# old", f"# {end} ", "", "# %%"]
     assert report._block(lines, start, end, "new", "# ") == ["# %% [markdown]", f"# {start}", "# new", f"# {end} ",
                                                               "", "# %%"]
+
+
+def test_the_repository_is_found_only_where_notebooks_and_the_toc_both_are(monkeypatch, tmp_path):
+    """repo_root: the folder two levels above the package (lib/replib), when it holds notebooks/ and
+    _toc.yml; else None, and commands that need it say why."""
+    from replib.core import paths
+
+    package = tmp_path / "clone" / "lib" / "replib"
+    package.mkdir(parents=True)
+    monkeypatch.setattr(paths, "PACKAGE_DIR", package)
+    assert paths.repo_root() is None
+    (tmp_path / "clone" / "notebooks").mkdir()
+    assert paths.repo_root() is None                       # notebooks/ alone is not a clone
+    (tmp_path / "clone" / "_toc.yml").write_text("", encoding="utf-8")
+    assert paths.repo_root() == tmp_path / "clone"
+    (tmp_path / "clone" / "notebooks").rmdir()
+    assert paths.repo_root() is None                       # nor is _toc.yml alone
+    with pytest.raises(RuntimeError) as err:
+        paths.require_repo_root()
+    assert str(err.value) == ("this command needs a clone of the book's repository with replib installed from it "
+                              "(`make setup`); the installed package is not inside one")
+
+
+def test_outside_a_clone_chapters_come_from_the_wheels_copy(monkeypatch):
+    import importlib.resources
+
+    from replib.core import paths
+
+    monkeypatch.setattr(paths, "repo_root", lambda: None)
+    assert paths._chapters_dir() == importlib.resources.files("replib") / "chapters"
+
+
+def test_chapters_are_folders_with_a_chapter_yml_and_unknown_ones_are_named(monkeypatch, tmp_path, utf8_files):
+    from replib.core import paths
+
+    for name in ("b", "a", "notes"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "a" / "chapter.yml").write_text("title: A\n", encoding="utf-8")
+    (tmp_path / "b" / "chapter.yml").write_text("title: B\n", encoding="utf-8")
+    (tmp_path / "chapter.yml").write_text("", encoding="utf-8")   # a file, not a chapter folder
+    monkeypatch.setattr(paths, "_chapters_dir", lambda: tmp_path)
+    assert paths.chapter_slugs() == ["a", "b"] and paths.load_chapter("b") == {"title": "B"}
+    with pytest.raises(ValueError) as err:
+        paths.check_slug("notes")
+    assert str(err.value) == "unknown chapter 'notes'; valid chapters: a, b"
+
+
+def test_stubs_keep_docstrings_verbatim_and_are_three_lines_apart():
+    import ast
+
+    from replib.core.student import STUB, blank_solution
+
+    stub = ast.unparse(ast.parse(STUB))
+    source = 'def f(x):\n    """Sum.\n\n        indented line."""\n    return x\n\n\ndef g():\n    return 1\n'
+    assert blank_solution(source) == (f'def f(x):\n    """Sum.\n\n        indented line."""\n    {stub}\n\n\n'
+                                      f"def g():\n    {stub}\n")
+    with pytest.raises(ValueError) as err:
+        blank_solution("import os\n")
+    assert str(err.value) == "a solution cell may only define functions"
+
+
+def test_student_notebooks_are_written_as_ipynb_into_a_new_nested_folder(tmp_path):
+    import json
+
+    from replib.core.student import write_student_notebooks
+
+    chapter = tmp_path / "ch"
+    chapter.mkdir()
+    (chapter / "01_theory.py").write_text(
+        '# %% [markdown]\n# Title\n\n# %% tags=["solution", "hide-input"]\ndef f():\n    return 1\n', encoding="utf-8")
+    (written,) = write_student_notebooks(chapter, tmp_path / "out" / "nested")
+    assert written == tmp_path / "out" / "nested" / "01_theory.ipynb"
+    cells = json.loads(written.read_text(encoding="utf-8"))["cells"]
+    assert cells[1]["metadata"]["tags"] == ["solution"] and "NotImplementedError" in "".join(cells[1]["source"])
