@@ -379,3 +379,265 @@ def test_teacher_forced_stability_bookkeeping(monkeypatch):
         got = experiment.teacher_forced_stability(None, tables, img_rounds=2, img_temperature=1.0, seed=0)
         assert got == pytest.approx(want), mode
     assert seen[0] == 3 + 4 + 4  # one context per step: k + 1 steps per table
+
+
+# ---- edges of the block layout and of the image-block draw (issue 44) -----------------------------------
+
+
+def test_block_groups_when_the_sequence_opens_with_an_image_run():
+    """An image run at position 0 starts its blocks at 0: tokens 0-15 are group 0, 16-19 group 16; a later run
+    restarts the count at its own first token."""
+    g = method.block_groups([True] * 20 + [False] + [True] * 3)
+    assert g.tolist() == [0] * 16 + [16] * 4 + [20] + [21] * 3
+
+
+def test_training_batch_draws_each_records_state_uniformly_and_trains_a_lone_state():
+    """With final_always each record draws its own intermediate state, uniformly over all of them (the last
+    included), and a record with a single state image gets it as its second noisy copy."""
+    rng = np.random.default_rng(4)
+    rec = task.build_sequence("sot", 2, task.sample_table(rng, 2))
+    enc = method.EncodedRecords([rec])
+    n, states = len(rec[0]), enc.state_starts[0, :enc.n_states[0]].tolist()
+    b = method.make_training_batch([rec] * 600, np.random.default_rng(0))
+    picked = b["pos"][:, n + 16].numpy()
+    share = np.array([np.mean(picked == s) for s in states])
+    assert len(states) >= 3 and np.abs(share - 1 / len(states)).max() < 0.06
+    img = [method.IMG0 + c for c in range(16)]
+    seq = [task.TOK["TABLE"], task.TOK["K2"], task.TOK["TOP"]] + img + [task.TOK["ASSEMBLY"]] + img[::-1]
+    flags = [False] * 3 + [True] * 16 + [False] + [True] * 16
+    lone = method.make_training_batch([(seq, flags)], np.random.default_rng(1))
+    assert lone["ids"].shape[1] == len(seq) + 32
+    assert lone["pos"][0, len(seq) + 16:].tolist() == list(range(3, 19))  # the state block, after the final one
+    assert (lone["img_target"][0, len(seq) + 16:] >= 0).any()
+
+
+def test_sot_loss_counts_a_label_of_id_zero():
+    """Every position with a target >= 0 is labelled, the token of id 0 (PAD) included: CE_text over two positions
+    whose labels are ids 0 and 1, with zero logits, is log 10 (the text vocabulary has 10 tokens)."""
+    V = len(task.VOCAB)
+    logits = torch.zeros(1, 3, V)
+    logits[0, 0, 0] = 1.0
+    batch = dict(text_target=torch.tensor([[0, 1, -1]]), img_target=torch.full((1, 3), -1))
+    want = ((-1.0 + np.log(np.e + 9)) + np.log(10)) / 2  # label 0 with logit 1 at position 0; label 1, flat logits
+    assert float(method.sot_loss(logits, batch)) == pytest.approx(want, rel=1e-6)
+
+
+def _logits_alone(model, seq, flags):
+    """Logits of one clean sequence, no padding, under the block mask (its last image run attends to itself)."""
+    L = len(seq)
+    group = torch.as_tensor(method.block_groups(flags))[None]
+    mask = method.attention_mask(group, torch.zeros(1, L, dtype=torch.bool), torch.ones(1, L, dtype=torch.bool))
+    with torch.no_grad():
+        return model(torch.as_tensor(seq)[None], torch.arange(L)[None], mask)[0]
+
+
+def _reference_generate_image(model, seqs, flags, rounds, temperature, gen):
+    """Parallel decoding written out, one context at a time: 16 MASK tokens appended as a block; each round every
+    masked token is drawn from its patch-code softmax at the temperature (one draw per token of the batch, in
+    order), and the n_new most confident draws (probability of the drawn code) among the still-masked are kept."""
+    n = 16
+    block = [[method.MASK] * n for _ in seqs]
+    done = [int(np.ceil(n * s / rounds)) for s in range(rounds + 1)]
+    for n_new in np.diff(done):
+        probs = torch.cat([F.softmax(_logits_alone(model, s + blk, f + [True] * n)[len(s):, method.IMG0:method.IMG0 + n]
+                                     / temperature, -1) for s, f, blk in zip(seqs, flags, block)])
+        draw = torch.multinomial(probs, 1, generator=gen)[:, 0].view(len(seqs), n)
+        conf = probs.gather(1, draw.view(-1, 1)).view(len(seqs), n)
+        for b, blk in enumerate(block):
+            masked = [j for j in range(n) if blk[j] == method.MASK]
+            for j in sorted(masked, key=lambda j: -float(conf[b, j]))[:n_new]:
+                blk[j] = method.IMG0 + int(draw[b, j])
+    return block
+
+
+def test_generate_image_matches_parallel_decoding_written_out():
+    """generate_image on a batch of contexts of different lengths (right-padded together) gives, draw for draw,
+    the blocks of the decoding loop written out context by context: linear unmasking schedule, sampling at the
+    temperature, the most confident masked tokens kept each round."""
+    model = method.UnifiedDecoder(d=16, n_layer=1, seed=3)
+    img = task.image_tokens(task.render_states(task.sample_table(np.random.default_rng(0), 2))[0]).tolist()
+    seqs = [[task.TOK["TABLE"], task.TOK["K2"], task.TOK["TOP"]],
+            [task.TOK["TABLE"], task.TOK["K3"], task.TOK["TOP"]] + img + [task.TOK["LEG_LEFT"]]]
+    flags = [[False] * 3, [False] * 3 + [True] * 16 + [False]]
+    for rounds, temperature in ((3, 0.7), (5, 1.5)):
+        got = method.generate_image(model, seqs, flags, rounds, temperature, torch.Generator().manual_seed(5))
+        want = _reference_generate_image(model, seqs, flags, rounds, temperature, torch.Generator().manual_seed(5))
+        assert got.tolist() == want, (rounds, temperature)
+
+
+def _reference_generate(model, variant, prompts, img_rounds, img_temperature, text_temperature, max_steps, seed):
+    """The inference loop written out, context by context: draw a rationale or ASSEMBLY token (logits below TOP
+    forbidden, softmax at the text temperature, one draw per active context); ASSEMBLY is forced after max_steps
+    rationales; for SoT each rationale is followed by its generated state image; finally every context gets its
+    final image. One CPU generator seeded by ``seed`` for every draw."""
+    gen = torch.Generator().manual_seed(seed)
+    seqs, flags = [list(p) for p in prompts], [[False] * len(p) for p in prompts]
+    out = [dict(rationales=[], states=[]) for _ in prompts]
+    active = list(range(len(prompts)))
+    for _ in range(max_steps + 1):
+        if not active:
+            break
+        lg = torch.stack([_logits_alone(model, seqs[b], flags[b])[-1, :method.N_TEXT] for b in active])
+        lg[:, :task.TOK["TOP"]] = -float("inf")
+        tokens = torch.multinomial(F.softmax(lg / text_temperature, -1), 1, generator=gen)[:, 0].tolist()
+        still = []
+        for b, t in zip(active, tokens):
+            t = task.TOK["ASSEMBLY"] if len(out[b]["rationales"]) >= max_steps else t
+            seqs[b].append(t)
+            flags[b].append(False)
+            if t != task.TOK["ASSEMBLY"]:
+                out[b]["rationales"].append(t)
+                still.append(b)
+        if variant == "sot" and still:
+            imgs = method.generate_image(model, [seqs[b] for b in still], [flags[b] for b in still], img_rounds,
+                                         img_temperature, gen)
+            for b, img in zip(still, imgs.tolist()):
+                seqs[b] += img
+                flags[b] += [True] * 16
+                out[b]["states"].append(img)
+        active = still
+    finals = method.generate_image(model, seqs, flags, img_rounds, img_temperature, gen)
+    return [dict(o, final=f) for o, f in zip(out, finals.tolist())]
+
+
+def test_generate_follows_the_inference_loop_written_out():
+    """generate (SoT, three prompts, a hot text temperature so that contexts stop at different steps, one forced to
+    ASSEMBLY by max_steps) and direct generation with the defaults (text temperature 0.3, at most 6 rationales,
+    seed 0) give the rationales, states and final images of the loop written out."""
+    model = method.UnifiedDecoder(d=16, n_layer=1, seed=1)
+    prompts = [[task.TOK["TABLE"], task.TOK[k]] for k in ("K2", "K3")]
+    got = method.generate(model, "sot", prompts, img_rounds=2, img_temperature=1.0, text_temperature=2.0,
+                          max_steps=2, seed=1)
+    want = _reference_generate(model, "sot", prompts, 2, 1.0, 2.0, 2, 1)
+    for g, w in zip(got, want):
+        assert g["rationales"] == w["rationales"] and [s.tolist() for s in g["states"]] == w["states"]
+        assert g["final"].tolist() == w["final"]
+    lengths = [len(w["rationales"]) for w in want]
+    assert 2 in lengths and len(set(lengths)) > 1
+    got = method.generate(model, "direct", prompts, img_rounds=2, img_temperature=1.0)
+    want = _reference_generate(model, "direct", prompts, 2, 1.0, 0.3, 6, 0)
+    assert [g["rationales"] for g in got] == [w["rationales"] for w in want]
+    assert [g["final"].tolist() for g in got] == [w["final"] for w in want] and all(g["states"] == [] for g in got)
+
+
+def test_unified_decoder_defaults_and_seeding():
+    """The default decoder: width 64, 2 blocks of 4 heads, 160 positions, one head over the 27-token vocabulary,
+    initialised from seed 0 (the same weights as seed=0, other weights for seed 1), without touching torch's global
+    generator."""
+    state = torch.random.get_rng_state()
+    model = method.UnifiedDecoder()
+    assert torch.equal(torch.random.get_rng_state(), state)
+    assert model.tok.weight.shape == (27, 64) and model.pos.weight.shape == (160, 64) and len(model.layers) == 2
+    assert model.layers[0].n_head == 4 and model.head.weight.shape == (27, 64)
+    assert torch.equal(model.head.weight, method.UnifiedDecoder(seed=0).head.weight)
+    assert not torch.equal(model.head.weight, method.UnifiedDecoder(seed=1).head.weight)
+
+
+def test_train_model_and_train_models_share_the_release_defaults():
+    """One step with the defaults: train_model (one seed, seed 0) and train_models over [0] take the same step
+    (batch 32, lr 3e-3 warmed up over 50 steps, final image always trained) on the same 64-wide, 2-block model."""
+    rng = np.random.default_rng(7)
+    records = [task.build_sequence(v, k, task.sample_table(rng, k)) for v in task.VARIANTS for k in task.COUNTS]
+    model, losses = method.train_model(records, steps=1)
+    (other,), other_losses = method.train_models([records], [0], steps=1)
+    assert model.tok.weight.shape == (27, 64) and len(model.layers) == 2
+    assert losses == pytest.approx(other_losses[0].tolist(), rel=1e-6)
+    for p, q in zip(model.parameters(), other.parameters()):
+        assert torch.allclose(p, q, atol=1e-7)
+    assert not torch.equal(model.head.weight, method.UnifiedDecoder(seed=0).head.weight)  # the step moved it
+
+
+def test_encoded_records_padding_and_integer_flags():
+    """EncodedRecords pads token rows with PAD and state starts with -1 (integer arrays), and reads image flags
+    given as 0/1 integers as it reads booleans (the same batch)."""
+    rng = np.random.default_rng(9)
+    recs = [task.build_sequence("direct", 2, task.sample_table(rng, 2)),
+            task.build_sequence("sot", 3, task.sample_table(rng, 3))]
+    enc = method.EncodedRecords(recs)
+    n0 = len(recs[0][0])
+    assert enc.seq.dtype.kind == "i" and enc.group.dtype.kind == "i"
+    assert (enc.seq[0, n0:] == method.PAD).all() and enc.seq.shape[1] == len(recs[1][0])
+    assert enc.n_states.tolist() == [0, 4] and (enc.state_starts[0] == -1).all()
+    as_ints = [(seq, [int(f) for f in flags]) for seq, flags in recs]
+    a = method.make_training_batch(recs, np.random.default_rng(2))
+    b = method.make_training_batch(as_ints, np.random.default_rng(2))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_masked_share_follows_t_uniform_between_t_min_and_one():
+    """Each noisy copy masks each token with probability t ~ U(t_min, 1), plus one token always: over many copies a
+    token is masked with probability E[t] + (1 - E[t]) / 16, E[t] = (t_min + 1) / 2 (t_min 0.05 by default)."""
+    rng = np.random.default_rng(4)
+    rec = task.build_sequence("direct", 2, task.sample_table(rng, 2))
+    n = len(rec[0])
+    for t_min in (0.05, 0.9):
+        mean_t = (t_min + 1) / 2
+        want = mean_t + (1 - mean_t) / 16
+        kw = {} if t_min == 0.05 else dict(t_min=t_min)  # the default, then an explicit one
+        b = method.make_training_batch([rec] * 500, np.random.default_rng(0), **kw)
+        share = float((b["ids"][:, n:n + 16] == method.MASK).float().mean())
+        assert share == pytest.approx(want, abs=0.03), t_min
+
+
+def test_generate_flags_exactly_the_image_tokens_and_stops_at_max_steps(monkeypatch):
+    """Every context the model reads during generation flags exactly its image tokens (prompt and rationales are
+    text, states are images); a model that never says ASSEMBLY is stopped after the default 6 rationales."""
+    seen = []
+    real = method._forward_last
+
+    def spy(model, seqs, flags, extra_block):
+        seen.extend(zip(seqs, flags))
+        return real(model, seqs, flags, extra_block)
+
+    monkeypatch.setattr(method, "_forward_last", spy)
+    model = method.UnifiedDecoder(d=16, n_layer=1, seed=2)
+    with torch.no_grad():
+        model.head.bias[task.TOK["ASSEMBLY"]] -= 100.0  # ASSEMBLY never drawn
+    prompts = [[task.TOK["TABLE"], task.TOK["K2"]], [task.TOK["TABLE"], task.TOK["K4"]]]
+    out = method.generate(model, "sot", prompts, img_rounds=1, img_temperature=1.0, max_steps=2)
+    assert [len(o["rationales"]) for o in out] == [2, 2] and [len(o["states"]) for o in out] == [2, 2]
+    out = method.generate(model, "direct", prompts, img_rounds=1, img_temperature=1.0)
+    assert [len(o["rationales"]) for o in out] == [6, 6]
+    assert seen and all(list(f) == [t >= method.IMG0 for t in s] for s, f in seen)
+
+
+def test_sot_loss_parts_and_pad_batch():
+    """sot_loss with parts returns (L, (CE_text, CE_img)) with L their weighted sum; _pad_batch right-pads ids with
+    PAD, positions with 0 and targets with -1, each padding query seeing only itself (also for one extra column),
+    and leaves a batch of the target length as it is."""
+    rng = np.random.default_rng(2)
+    recs = [task.build_sequence("sot", k, task.sample_table(rng, k)) for k in (2, 3)]
+    b = method.make_training_batch(recs, np.random.default_rng(0))
+    logits = torch.randn(*b["ids"].shape, len(task.VOCAB), generator=torch.Generator().manual_seed(1))
+    loss, (ce_text, ce_img) = method.sot_loss(logits, b, w_ce=0.5, w_img=2.0, parts=True)
+    assert float(loss) == pytest.approx(0.5 * float(ce_text) + 2.0 * float(ce_img), rel=1e-6)
+    assert float(ce_text) == pytest.approx(float(method.sot_loss(logits, b, w_img=0.0)), rel=1e-6)
+    L0 = b["ids"].shape[1]
+    assert method._pad_batch(b, L0) is b
+    for extra in (1, 3):
+        p = method._pad_batch(b, L0 + extra)
+        assert (p["ids"][:, L0:] == method.PAD).all() and (p["pos"][:, L0:] == 0).all()
+        assert (p["text_target"][:, L0:] == -1).all() and (p["img_target"][:, L0:] == -1).all()
+        assert torch.equal(p["mask"][:, :L0, :L0], b["mask"]) and not p["mask"][:, :L0, L0:].any()
+        assert torch.equal(p["mask"][:, L0:, :], torch.eye(L0 + extra, dtype=torch.bool)[L0:].expand(2, -1, -1))
+
+
+def test_training_batch_layout_clean_part_padding_and_visibility():
+    """Each row starts with its clean record (its tokens at positions 0..n-1), padding rows carry PAD at position 0
+    and are invisible to every real token; no clean token sees a noisy copy; every noisy copy has a masked token."""
+    rng = np.random.default_rng(3)
+    recs = [task.build_sequence(v, k, task.sample_table(rng, k)) for v, k in (("direct", 2), ("sot", 3), ("text_cot", 4))]
+    b = method.make_training_batch(recs * 40, np.random.default_rng(5))
+    enc = method.EncodedRecords(recs)
+    for r, (seq, _) in enumerate(recs):
+        n = len(seq)
+        total = n + 16 * (1 + int(enc.n_states[r] > 0))
+        assert b["ids"][r, :n].tolist() == list(seq) and b["pos"][r, :n].tolist() == list(range(n))
+        assert (b["ids"][r, total:] == method.PAD).all() and (b["pos"][r, total:] == 0).all()
+        assert not b["mask"][r, :total, total:].any()  # padding keys hidden from real queries
+        assert not b["mask"][r, :n, n:].any()  # the clean record never sees its noisy copies
+        assert not b["mask"][r, 0, 1] and b["mask"][r, 1, 0] and b["mask"][r, n, 0]  # causal text; copies see the prompt
+        pad = b["mask"][r, total:]
+        assert torch.equal(pad, torch.eye(b["ids"].shape[1], dtype=torch.bool)[total:])  # a padding query sees itself
+    n0 = len(recs[0][0])
+    assert (b["ids"][::3, n0:n0 + 16] == method.MASK).any(1).all()  # at least one masked token per copy
