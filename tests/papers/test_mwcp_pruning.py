@@ -2,6 +2,7 @@
 
 import itertools
 import math
+import time
 
 import numpy as np
 import pandas as pd
@@ -677,3 +678,200 @@ def test_train_targets_equals_training_each_model_alone():
     assert batched["accuracy"][1, 0] == pytest.approx(alone["accuracy"], abs=0.34)  # one of 300 images
     with pytest.raises(ValueError, match="one size"):
         task.train_targets(X, y, [subsets[0], subsets[0][:5]], X_test, y_test, epochs=1, seeds=[0])
+
+
+# ---- edge cases that pin the method's arithmetic (issue 44) ----------------------------------
+
+# a direction whose normalised copy and its negation round to 1 - cos = 2 + 4e-16, and to 1 - cos < 0 against
+# 3 times itself: the [0, 2] clip of the distance is visible in every g(D) computed from it
+_ROUNDING_DIRECTION = np.array([-1.0298044380114637, -1.0430010800715654, 0.26841707970891465])
+_G2 = -1.0 / (1.0 + math.exp(2.0))  # g(2), antiparallel
+
+
+def test_cosine_distance_is_clipped_to_zero_two_and_takes_a_second_set_of_rows():
+    """D = 1 - cos in [0, 2] exactly (clipped against rounding); D(a, b) between two different sets of rows."""
+    v = _ROUNDING_DIRECTION
+    D = method.cosine_distance(np.stack([v, -v, 3 * v]))
+    assert D.max() == 2.0 and D.min() == 0.0
+    assert D[0, 1] == 2.0 and D[0, 2] == 0.0 and D[0, 0] == 0.0
+    a = np.array([[1.0, 0.0], [0.0, 2.0]])
+    b = np.array([[3.0, 3.0], [-1.0, 0.0], [0.0, -5.0]])
+    want = np.array([[1 - 1 / math.sqrt(2), 2.0, 1.0], [1 - 1 / math.sqrt(2), 1.0, 2.0]])
+    assert np.allclose(method.cosine_distance(a, b), want)
+    # unit rows, a zero row stays zero, a row just above the 1e-12 floor is still scaled to unit length
+    n = method.normalise(np.array([[3.0, 4.0], [0.0, 0.0], [1.5e-12, 0.0], [0.0, -2e-9]]))
+    assert np.allclose(n, [[0.6, 0.8], [0.0, 0.0], [1.0, 0.0], [0.0, -1.0]])
+    assert method.normalise([[1, 1]]).dtype == np.float64
+    assert np.allclose(method.normalise([3.0, -4.0]), [0.6, -0.8])  # one vector
+
+
+def test_graph_objective_edge_cases_match_hand_values():
+    """Eq. 3 on tiny sets: F(empty) = 0, a single pair adds g(D) exactly (g(2) for antiparallel rows, g(0) for
+    parallel), clusters of size two are counted, and unsorted cluster ids group correctly."""
+    v = _ROUNDING_DIRECTION
+    z = np.stack([v, -v, 3 * v])
+    w = np.zeros(3)
+    assert method.graph_objective([], w, z) == 0.0
+    assert method.graph_objective(np.array([], dtype=int), np.ones(3), z, np.zeros(3, int)) == 0.0
+    assert method.graph_objective([0, 1], w, z) == _G2
+    assert method.graph_objective([0, 2], w, z) == -0.5
+    assert method.graph_objective([0, 1, 2], w, z, cluster=[7, 3, 7]) == -0.5  # only the pair (0, 2) is joined
+    # four points in two interleaved clusters of two: pairs (0, 2) and (1, 3)
+    z4 = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [0.0, -1.0]])
+    w4 = np.array([0.5, 1.0, 2.0, 4.0])
+    g = lambda D: -1.0 / (1.0 + math.exp(D))  # noqa: E731
+    want = 7.5 + g(1 - 1 / math.sqrt(2)) + g(2.0)
+    assert method.graph_objective([0, 1, 2, 3], w4, z4, cluster=[5, 1, 5, 1]) == pytest.approx(want)
+    assert method.graph_objective([3, 1], w4, z4, cluster=[5, 1, 5, 1]) == pytest.approx(5.0 + g(2.0))
+    assert method.graph_objective([2], w4, z4) == 2.0 and method.graph_objective([2], w4, z4, [0, 0, 0, 0]) == 2.0
+    # the groups of equal ids, each with its positions in increasing order (also past insertion-sort sizes)
+    ids = np.random.default_rng(3).integers(0, 3, 200)
+    groups = method._groups(ids)
+    assert [int(ids[g[0]]) for g in groups] == [0, 1, 2]
+    assert all(np.all(ids[g] == ids[g[0]]) and np.all(np.diff(g) > 0) for g in groups)
+    assert sum(g.size for g in groups) == 200
+    # the dense edge matrix from a given D: g(D) off the diagonal, 0 on it
+    D = np.array([[0.3, 1.0, 2.0], [1.0, 0.0, 0.5], [2.0, 0.5, 0.7]])
+    A = method.edge_matrix(D=D)
+    assert np.allclose(A, [[0.0, g(1.0), g(2.0)], [g(1.0), 0.0, g(0.5)], [g(2.0), g(0.5), 0.0]])
+    assert np.allclose(method.edge_matrix(D=D, cluster=[0, 1, 0]), [[0, 0, g(2.0)], [0, 0, 0], [g(2.0), 0, 0]])
+
+
+def test_objective_marginal_and_removal_ignore_the_diagonal():
+    """Eqs. 3, 6, 7 use only off-diagonal a_ij: a non-zero diagonal changes none of F, Delta, Delta^-."""
+    w = np.array([1.0, 2.0, 3.0])
+    A = np.array([[9.0, -0.1, -0.2], [-0.1, 7.0, -0.3], [-0.2, -0.3, 5.0]])
+    assert method.objective([0, 1, 2], w, A) == pytest.approx(6.0 - 0.6)
+    assert method.objective([1], w, A) == pytest.approx(2.0)
+    assert method.marginal_gain(1, [0, 1, 2], w, A) == pytest.approx(2.0 - 0.4)  # j != x
+    assert method.marginal_gain(2, [], w, A) == pytest.approx(3.0)
+    assert np.allclose(method.removal_loss([2, 0], w, A), [3.0 - 0.2, 1.0 - 0.2])
+    assert np.allclose(method.removal_loss([0, 1, 2], [1, 2, 3], A.tolist()), [0.7, 1.6, 2.5])
+    assert np.allclose(A.diagonal(), [9.0, 7.0, 5.0])  # the caller's matrix is not modified
+
+
+def test_greedy_select_budget_edges_ties_and_wall_clock():
+    """Algorithm 1 with b = 0 (nothing picked, final gains = w) and b = n (every sample, all -inf); b outside
+    [0, n] is refused; ties go to the lowest index; integer weights work; the time is the loop's own."""
+    w = np.array([1, 3, 3, 0])
+    A = np.zeros((4, 4))
+    z = np.eye(4)
+    for kw in (dict(A=A), dict(z=z), dict(z=z, cluster=[0, 0, 1, 1])):
+        zero = method.greedy_select(w, 0, **kw)
+        assert zero.order.size == 0 and zero.gains.size == 0 and np.array_equal(zero.final_gain, w)
+        tic = time.perf_counter()
+        res = method.greedy_select(w, 4, **kw)
+        elapsed = time.perf_counter() - tic
+        assert res.order.tolist() == [1, 2, 0, 3] and np.all(np.isneginf(res.final_gain))
+        assert res.order.dtype == np.int64
+        assert 0.0 <= res.seconds <= elapsed
+        for b in (-1, 5):
+            with pytest.raises(ValueError, match="between 0 and n = 4"):
+                method.greedy_select(w, b, **kw)
+    # the sparse update adds g(D) exactly, clipped to [0, 2] against rounding: g(2) antiparallel, g(0) parallel
+    v = _ROUNDING_DIRECTION
+    res = method.greedy_select([1.0, 0.0, 0.0], 1, z=np.stack([v, -v, 3 * v]))
+    assert res.final_gain[1] == _G2 and res.final_gain[2] == -0.5
+    res = method.greedy_select([1.0, 0.0, 0.0], 1, z=np.stack([v, -v, 3 * v]), cluster=[4, 4, 9])
+    assert res.final_gain[1] == _G2 and res.final_gain[2] == 0.0
+
+
+def test_select_mwcp_default_alpha_is_one():
+    """The method with the default alpha = 1 is the greedy with w = I_in."""
+    I_in, z, cluster = clustered_points(8, n=20)
+    res = method.select_mwcp(I_in, z, cluster, 6)
+    ref = method.greedy_select(I_in, 6, A=method.edge_matrix(z, cluster))
+    assert np.array_equal(res.order, ref.order) and np.allclose(res.gains, ref.gains)
+    assert res.gains[0] == pytest.approx(I_in.max())
+
+
+def test_neighbourhoods_runs_the_documented_kmeans_per_class_and_counts_its_flops(monkeypatch):
+    """Step 2 of Algorithm 1: k-means++ (n_init 1, max_iter 25, min(K, class size) clusters, the given or
+    first-drawn random_state) on the normalised rows of each class; ids label K + cluster; a one-sample class
+    is its own cluster and costs nothing; the FLOPs follow the docstring's count."""
+    import sklearn.cluster
+
+    fits = []
+
+    class Spy(sklearn.cluster.KMeans):
+        def fit(self, X, y=None, sample_weight=None):
+            super().fit(X)
+            fits.append((self.get_params(), np.array(X), self.labels_.copy(), self.n_iter_))
+            return self
+
+    monkeypatch.setattr(sklearn.cluster, "KMeans", Spy)
+    rng = np.random.default_rng(3)
+    y = np.array([2, 0, 2, 1, 2, 2, 2, 0, 2, 2, 0])  # class 2: 7 rows, class 0: 3 rows, class 1: one row
+    z = rng.normal(size=(11, 3)) * np.arange(1, 12)[:, None]  # rows of very different norms
+    cost = {"flops": 10.0}
+    ids = method.neighbourhoods(z, y, clusters_per_class=4, rng=np.random.default_rng(0), cost=cost)
+    state = int(np.random.default_rng(0).integers(2**31 - 1))  # one draw from the generator
+    assert [f[0]["n_clusters"] for f in fits] == [3, 4]  # class 0 (3 rows -> 3 clusters), class 2
+    for params, _, _, _ in fits:
+        assert (params["n_init"], params["max_iter"], params["random_state"]) == (1, 25, state)
+        assert params["init"] == "k-means++"
+    zn = z / np.linalg.norm(z, axis=1, keepdims=True)
+    assert np.allclose(fits[0][1], zn[y == 0]) and np.allclose(fits[1][1], zn[y == 2])
+    assert np.array_equal(ids[y == 0], 0 + fits[0][2]) and np.array_equal(ids[y == 2], 8 + fits[1][2])
+    assert ids[3] == 4 and ids.dtype == np.int64
+    # FLOPs: seeding k (2 + ln k) 2 n_c d, then per iteration 2 n_c k d + n_c d
+    n0, n2 = fits[0][3], fits[1][3]
+    want = 10.0 + 3 * (2 + math.log(3)) * 2 * 3 * 3 + n0 * (2 * 3 * 3 * 3 + 3 * 3)
+    want += 4 * (2 + math.log(4)) * 2 * 7 * 3 + n2 * (2 * 7 * 4 * 3 + 7 * 3)
+    assert cost["flops"] == pytest.approx(want)
+    # an integer rng is the random_state itself; the default is 5 clusters per class and max_iter 25
+    fits.clear()
+    fresh = {}
+    ids5 = method.neighbourhoods(z, y, rng=17, cost=fresh)
+    assert [(f[0]["n_clusters"], f[0]["random_state"], f[0]["max_iter"]) for f in fits] == [(3, 17, 25), (5, 17, 25)]
+    assert np.array_equal(ids5 // 5, y) and ids5[3] == 5
+    assert fresh["flops"] == pytest.approx(3 * (2 + math.log(3)) * 2 * 3 * 3 + fits[0][3] * (2 * 3 * 3 * 3 + 3 * 3)
+                                           + 5 * (2 + math.log(5)) * 2 * 7 * 3 + fits[1][3] * (2 * 7 * 5 * 3 + 7 * 3))
+    fits.clear()
+    method.neighbourhoods(z, y, clusters_per_class=2)  # the default random_state is 0
+    assert [f[0]["random_state"] for f in fits] == [0, 0]
+    # one cluster per class: no fit, no FLOPs, ids = label K
+    fits.clear()
+    one = {}
+    assert np.array_equal(method.neighbourhoods(z, y, clusters_per_class=1, cost=one), y)
+    assert fits == [] and one == {}
+
+
+def test_predictive_entropy_zero_probabilities_silently_and_on_the_last_axis():
+    """Eq. 2 with 0 log 0 = 0 (no divide or invalid warning), summed over the classes (the last axis) of one
+    distribution or of a batch."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        H = method.predictive_entropy([[0.0, 0.5, 0.5], [1.0, 0.0, 0.0], [0.2, 0.3, 0.5]])
+    assert H == pytest.approx([math.log(2), 0.0, -(0.2 * math.log(0.2) + 0.3 * math.log(0.3) + 0.5 * math.log(0.5))])
+    assert method.predictive_entropy([0.25, 0.25, 0.5]) == pytest.approx(1.5 * math.log(2))
+    assert method.predictive_entropy([[1, 0], [0, 1]]).tolist() == [0.0, 0.0]
+
+
+def test_scores_and_objectives_are_computed_in_double_precision_with_integer_indices():
+    """Eqs. 2, 3, 6, 7 and the greedy take float32 inputs and float-typed index arrays, and compute in float64:
+    the results equal those of the same values cast to float64 first (exactly), indices cast to integers."""
+    rng = np.random.default_rng(11)
+    w32 = rng.uniform(0, 2, 6).astype(np.float32)
+    z32 = rng.normal(size=(6, 3)).astype(np.float32)
+    A32 = method.edge_matrix(z32.astype(float)).astype(np.float32)
+    w64, z64, A64 = w32.astype(float), z32.astype(float), A32.astype(float)
+    S, Sf = [0, 2, 3, 5], np.array([0.0, 2.0, 3.0, 5.0])
+    assert method.objective(Sf, w32, A32) == method.objective(S, w64, A64)
+    assert method.graph_objective(Sf, w32, z32, [1, 0, 1, 0, 1, 1]) == method.graph_objective(S, w64, z64, [1, 0, 1, 0, 1, 1])
+    assert method.marginal_gain(4, Sf, w32, A32) == method.marginal_gain(4, S, w64, A64)
+    assert method.marginal_gain(2, Sf, w32, A32) == method.marginal_gain(2, S, w64, A64)  # x in S: left out
+    assert np.array_equal(method.removal_loss(Sf, w32, A32), method.removal_loss(S, w64, A64))
+    assert method.removal_loss([], w64, A64).size == 0
+    p32 = np.array([[0.3, 0.7], [0.1, 0.9]], dtype=np.float32)
+    assert np.array_equal(method.predictive_entropy(p32), method.predictive_entropy(p32.astype(float)))
+    assert method.normalise(z32).dtype == np.float64
+    assert np.array_equal(method.normalise(z32), method.normalise(z64))
+    D32 = np.array([0.1, 0.7, 1.9], dtype=np.float32)
+    assert np.array_equal(method.redundancy_weight(D32), method.redundancy_weight(D32.astype(float)))
+    cluster = np.array([0, 1, 0, 1, 0, 0])
+    got = method.select_mwcp(w32, z32, cluster, 4, alpha=0.3)
+    want = method.greedy_select(0.3 * w64, 4, z=z64, cluster=cluster)
+    assert np.array_equal(got.order, want.order) and np.array_equal(got.gains, want.gains)
