@@ -742,7 +742,7 @@ def test_foam_check_log_records_the_check_by_hand():
     e = opt.log[-1]
     assert (e["step"], e["factor"], e["refreshed"]) == (10, "W3.L", False)
     assert e["rc"] == pytest.approx(rc, rel=1e-6) and e["alpha"] == pytest.approx(alpha, rel=1e-6)
-    assert e["h"] == pytest.approx(h, rel=1e-6) and e["eps_prev"] == 1e-3 and e["eps"] == pytest.approx(eps)
+    assert e["h"] == pytest.approx(h, rel=1e-6) and e["eps_prev"] == 1e-3 and e["eps"] == pytest.approx(eps, rel=1e-9, abs=0)
     assert e["d_median"] == pytest.approx(np.median(d), rel=1e-8) and e["d_max"] == pytest.approx(d.max())
     assert e["eps_rel"] == pytest.approx(eps / np.median(d))
     # a rank-3 statistic at step 20 with a tight cap: refresh, eps0, the new basis has median eigenvalue 0
@@ -751,7 +751,7 @@ def test_foam_check_log_records_the_check_by_hand():
     fac.stat = F20 * (1 - 0.99**20)
     opt._maintain(fac, 20)
     e = opt.log[-1]
-    assert (e["step"], e["refreshed"], e["eps"], e["eps_prev"]) == (20, True, 1e-12, pytest.approx(eps))
+    assert (e["step"], e["refreshed"], e["eps"], e["eps_prev"]) == (20, True, 1e-12, pytest.approx(eps, rel=1e-9, abs=0))
     assert e["d_median"] == pytest.approx(0.0, abs=1e-10) and e["eps_rel"] == math.inf
     assert e["d_max"] == 3.0
     assert fac.checks == 2 and fac.check_refreshes == 1 and opt.checks == 2 and len(opt.log) == 2
@@ -827,7 +827,7 @@ def test_batched_checks_refresh_only_the_members_that_need_it():
     assert e["d_median"] == 0.0 and e["eps_rel"] == math.inf
     opt._maintain(L, 30, np.stack([F2, scaled]))
     h1 = method.foam_proxy(L.Q[1], L.d[1], scaled, 1e-12, 2)[0]
-    assert L.eps[0] == method.EPS_MAX and L.eps[1] == pytest.approx(1e-12 * h1 / 0.75) and h1 > 0.75
+    assert L.eps[0] == method.EPS_MAX and L.eps[1] == pytest.approx(1e-12 * h1 / 0.75, rel=1e-9, abs=0) and h1 > 0.75
     assert np.allclose(L.root[1], method.inverse_root_from_eig(L.Q[1], L.d[1], L.eps[1], 2))
     assert L.evds.tolist() == [2, 1] and L.checks.tolist() == [2, 2]
     m3 = 16**3
@@ -874,26 +874,30 @@ def test_boundaries_are_where_the_method_puts_them():
 
 def test_checks_refresh_only_above_their_thresholds_in_both_optimizers():
     """A check whose h equals tau exactly (FOAM w/o adaptive eps) or whose eps_tilde equals eps_max exactly
-    (FOAM) does not refresh, in ShampooOptimizer and in BatchedOptimizer; just above, it does."""
+    (FOAM) does not refresh, in ShampooOptimizer and in BatchedOptimizer; just above, it does. (h is computed
+    from the very inputs the check sees, so the equality is exact.)"""
     S, _, _, scaled = _drifts()
-    Q, d = method.eigendecompose(S)
-    h = method.foam_proxy(Q, d, scaled, 1e-12, 2)[0]
-    grown = 1e-12 * h / 0.75
-    cases = [(dict(kind="foam_no_adaptive_eps", tau=h), False), (dict(kind="foam_no_adaptive_eps", tau=h * 0.999), True),
-             (dict(kind="foam", eps_max=grown), False), (dict(kind="foam", eps_max=grown * 0.999), True)]
-    for settings, want in cases:
-        pol = method.Policy(**settings)
-        opt = method.ShampooOptimizer(task.autoencoder(0), pol, lr=1e-3)
+    for kind, shrink, want in [("foam_no_adaptive_eps", 1.0, False), ("foam_no_adaptive_eps", 0.999, True),
+                               ("foam", 1.0, False), ("foam", 0.999, True)]:
+        opt = method.ShampooOptimizer(task.autoencoder(0), method.Policy(kind), lr=1e-3)
         fac = opt.blocks[2].L
         fac.stat = S * (1 - 0.99)
         opt._maintain(fac, 1)
         fac.stat = scaled * (1 - 0.99**10)
-        opt._maintain(fac, 10)
-        batched = method.BatchedOptimizer([torch.zeros(1, 16, 3)], [], pol, [1e-3])
+        h = method.foam_proxy(fac.Q, fac.d, method.bias_corrected(fac.stat, 0.99, 10), fac.eps, 2)[0]
+        batched = method.BatchedOptimizer([torch.zeros(1, 16, 3)], [], method.Policy(kind), [1e-3])
         L = batched.pairs[0][0]
         batched._refresh(L, np.arange(1), S[None])
+        hb = method._batched_proxy(L.Q, L.d, scaled[None], L.eps.copy(), 2)[0]
+        if kind == "foam":  # eps_tilde = eps h / tau against eps_max
+            opt.policy = method.Policy(kind, eps_max=shrink * (fac.eps * h / 0.75))
+            batched.policy = method.Policy(kind, eps_max=shrink * float((L.eps * hb / 0.75)[0]))
+        else:  # h against tau
+            opt.policy = method.Policy(kind, tau=shrink * h)
+            batched.policy = method.Policy(kind, tau=shrink * float(hb[0]))
+        opt._maintain(fac, 10)
         batched._maintain(L, 10, scaled[None])
-        assert fac.check_refreshes == L.check_refreshes[0] == int(want), settings
+        assert fac.check_refreshes == L.check_refreshes[0] == int(want), (kind, shrink)
 
 
 def test_batched_graft_keeps_the_adam_norm_for_small_directions_and_zero_for_zero_gradients():
@@ -947,20 +951,22 @@ def test_optimizers_use_their_own_epsilon_and_log_only_on_request():
 @pytest.mark.parametrize("kind", ["foam", "foam_no_refresh"])
 def test_checks_grow_the_damping_by_h_over_the_policys_own_tau(kind):
     """eps_t = max(eps0, eps_{t-1} h / tau) with the policy's tau (1 here, not the default 0.75), for FOAM and
-    for FOAM w/o refresh before its freeze step, in ShampooOptimizer and BatchedOptimizer alike."""
+    for FOAM w/o refresh before its freeze step, in ShampooOptimizer and BatchedOptimizer alike (h from the
+    inputs each check sees)."""
     S, _, _, scaled = _drifts()
-    Q, d = method.eigendecompose(S)
-    h = method.foam_proxy(Q, d, scaled, 1e-12, 2)[0]
     pol = method.Policy(kind, tau=1.0, eps_max=1.0, freeze=20 if kind == "foam_no_refresh" else 0)
     opt = method.ShampooOptimizer(task.autoencoder(0), pol, lr=1e-3)
     fac = opt.blocks[2].L
     fac.stat = S * (1 - 0.99)
     opt._maintain(fac, 1)
     fac.stat = scaled * (1 - 0.99**10)
+    h = method.foam_proxy(fac.Q, fac.d, method.bias_corrected(fac.stat, 0.99, 10), 1e-12, 2)[0]
     opt._maintain(fac, 10)
     batched = method.BatchedOptimizer([torch.zeros(1, 16, 3)], [], pol, [1e-3])
     L = batched.pairs[0][0]
     batched._refresh(L, np.arange(1), S[None])
+    hb = float(method._batched_proxy(L.Q, L.d, scaled[None], L.eps.copy(), 2)[0][0])
     batched._maintain(L, 10, scaled[None])
-    want = 1e-12 * h / 1.0
-    assert want > 1e-12 and fac.eps == pytest.approx(want, rel=1e-9) and L.eps[0] == pytest.approx(want, rel=1e-9)
+    assert h > 1.0 and hb > 1.0  # eps grows above eps0
+    assert fac.eps == pytest.approx(1e-12 * h / 1.0, rel=1e-9, abs=0)
+    assert L.eps[0] == pytest.approx(1e-12 * hb / 1.0, rel=1e-9, abs=0)
