@@ -778,3 +778,302 @@ def test_score_errors_vanish_for_the_exact_eps_and_drop_with_training():
     e = task.score_errors(net, MIX, (0.3,), n=300)
     e0 = task.score_errors(method.LMNet(seed=0), MIX, (0.3,), n=300)
     assert e[0] < 0.5 * e0[0]
+
+
+# ---- the method's pieces on hand-made inputs (issue 44) ----------------------------------------
+
+
+def _ab(t):
+    """alpha_bar written out: exp(-0.1 t - 19.9 t^2 / 2)."""
+    return math.exp(-0.1 * t - 9.95 * t * t)
+
+
+def test_schedule_and_posterior_variance_by_hand():
+    """alpha_bar on floats, arrays and tensors; a = sqrt(ab_t / ab_s), sigma^2 = 1 - ab_t / ab_s; beta-tilde =
+    sigma^2 (1 - ab_s) / (1 - ab_t); the grid has N + 1 points from 0 to 1."""
+    assert method.alpha_bar(0.3) == pytest.approx(_ab(0.3), rel=1e-14)
+    assert np.allclose(method.alpha_bar(np.array([0.1, 0.7])), [_ab(0.1), _ab(0.7)], rtol=1e-14)
+    assert torch.allclose(method.alpha_bar(torch.tensor([0.1, 0.7], dtype=torch.float64)),
+                          torch.tensor([_ab(0.1), _ab(0.7)], dtype=torch.float64), rtol=1e-14)
+    a, sig2 = method.transition(0.5, 0.2)
+    assert a == pytest.approx(math.sqrt(_ab(0.5) / _ab(0.2)), rel=1e-13)
+    assert sig2 == pytest.approx(1 - _ab(0.5) / _ab(0.2), rel=1e-13)
+    a_t, sig2_t = method.transition(torch.tensor([0.5], dtype=torch.float64), torch.tensor([0.2], dtype=torch.float64))
+    assert float(a_t) == pytest.approx(a, rel=1e-13) and float(sig2_t) == pytest.approx(sig2, rel=1e-13)
+    want = (1 - _ab(0.5) / _ab(0.2)) * (1 - _ab(0.2)) / (1 - _ab(0.5))
+    assert method.posterior_variance(0.5, 0.2) == pytest.approx(want, rel=1e-12)
+    assert np.allclose(method.time_grid(3), [0, 1 / 3, 2 / 3, 1]) and method.time_grid(3.0).size == 4
+
+
+def test_tweedie_moments_torch_and_numpy_by_hand():
+    """E = (x + sigma^2 s) / a, Cov = sigma^2 / a^2 (I + sigma^2 H) on a batch, numpy and torch alike."""
+    x = np.array([[1.0, 2.0], [0.0, -1.0], [3.0, 0.5]])
+    score = np.array([[0.5, -1.0], [2.0, 0.0], [-0.5, 1.0]])
+    H = np.array([[[-1.0, 0.2], [0.2, -0.5]], [[0.3, 0.0], [0.0, -2.0]], [[-0.1, -0.4], [-0.4, 0.6]]])
+    a, sig2 = 0.9, 0.3
+    want_mean = (x + 0.3 * score) / 0.9
+    want_cov = 0.3 / 0.81 * (np.eye(2)[None] + 0.3 * H)
+    mean, cov = method.tweedie_moments(x, score, H, a, sig2)
+    assert isinstance(mean, np.ndarray) and isinstance(cov, np.ndarray)  # numpy in, numpy out
+    assert method.tweedie_moments(x, score, H.astype(np.float32), a, sig2)[1].dtype == np.float64  # a float64 identity
+    assert np.allclose(mean, want_mean) and np.allclose(cov, want_cov)
+    for dtype, tol in ((torch.float64, 1e-12), (torch.float32, 1e-6), (torch.bfloat16, 0.05)):
+        mt, ct = method.tweedie_moments(*(torch.tensor(v, dtype=dtype) for v in (x, score, H)), a, sig2)
+        assert torch.is_tensor(ct) and ct.dtype == dtype  # the identity takes the Hessian's dtype
+        assert np.allclose(mt.double().numpy(), want_mean, atol=tol) and np.allclose(ct.double().numpy(), want_cov, atol=tol)
+
+
+def test_smw_terms_and_covariance_factors_by_hand():
+    """SMW on C = diag(2, 4) + w w^T, w = (1, 2): det 20, v^T C^-1 v = 7/20, tr C^-1 = 11/20 (and r = 0);
+    C_theta's D = kappa + c e^lambda + jitter, W = sqrt(c) L with the section 5 constants."""
+    D = torch.tensor([[2.0, 4.0]], dtype=torch.float64)
+    W = torch.tensor([[[1.0], [2.0]]], dtype=torch.float64)
+    v = torch.tensor([[1.0, 1.0]], dtype=torch.float64)
+    logdet, quad, tr = method.smw_terms(D, W, v)
+    assert float(logdet) == pytest.approx(math.log(20.0)) and float(quad) == pytest.approx(7 / 20)
+    assert float(tr) == pytest.approx(11 / 20)
+    logdet, quad, tr = method.smw_terms(D, W[..., :0], v)
+    assert (float(logdet), float(quad), float(tr)) == pytest.approx((math.log(8.0), 0.75, 0.75))
+    # rank 2: C = diag(1, 1) + [[1, 0], [1, 1]] [[1, 1], [0, 1]] = [[2, 1], [1, 3]], det 5, inverse [[3, -1], [-1, 2]] / 5
+    W2 = torch.tensor([[[1.0, 0.0], [1.0, 1.0]]], dtype=torch.float64)
+    logdet, quad, tr = method.smw_terms(torch.ones(1, 2, dtype=torch.float64), W2, torch.tensor([[1.0, 2.0]], dtype=torch.float64))
+    assert (float(logdet), float(quad), float(tr)) == pytest.approx((math.log(5.0), (3 - 4 + 8) / 5, 1.0))
+    lam = torch.tensor([[0.0, -1.0], [0.5, 0.2]], dtype=torch.float64)
+    L = torch.tensor([[[1.0], [-2.0]], [[0.5], [0.0]]], dtype=torch.float64)
+    t = torch.tensor([0.5, 0.3], dtype=torch.float64)
+    s = torch.tensor([0.2, 0.0], dtype=torch.float64)
+    Df, Wf, kappa = method.covariance_factors(lam, L, t, s)
+    for i, (ti, si) in enumerate(((0.5, 0.2), (0.3, 0.0))):
+        sig2 = 1 - _ab(ti) / _ab(si)
+        k = 1 - sig2 / (1 - _ab(ti))
+        c = sig2 * _ab(ti) / (1 - _ab(ti)) ** 2
+        assert float(kappa[i]) == pytest.approx(k, rel=1e-12, abs=1e-14)
+        assert np.allclose(Df[i].numpy(), k + c * np.exp(lam[i].numpy()) + 1e-5, rtol=1e-12, atol=0)
+        assert np.allclose(Wf[i].numpy(), math.sqrt(c) * L[i].numpy(), rtol=1e-12)
+    assert float(kappa[1]) == 0.0  # s = 0: sigma^2 = 1 - alpha_bar_t, kappa 0 (not negative)
+
+
+def test_lmnet_layout_seeds_embedding_and_heads_by_hand():
+    """The two trunks' sizes and seeds (score: seed; covariance: seed + 7919 + r), the sinusoidal embedding
+    with 8 geometric frequencies from 1 to 200, eps = trunk, score = -eps / sqrt(1 - ab), lambda = clamp(head,
+    -10, 5) + log(1 - ab), L = head (d x r) sqrt(1 - ab); a float t is used for every row."""
+    from replib.models.mlp import MLP
+
+    net = method.LMNet(d=2, rank=2, seed=4)
+    assert net.trunk.sizes == [18, 64, 64, 64, 2] and net.cov_trunk.sizes == [18, 64, 64, 64, 6]
+    assert net.trunk.activation == net.cov_trunk.activation == "silu"
+    for a, b in zip(net.trunk.parameters(), MLP([18, 64, 64, 64, 2], seed=4, activation="silu").parameters()):
+        assert torch.equal(a, b)
+    for a, b in zip(net.cov_trunk.parameters(), MLP([18, 64, 64, 64, 6], seed=4 + 7919 + 2, activation="silu").parameters()):
+        assert torch.equal(a, b)
+    freqs = torch.tensor([200.0 ** (k / 7) for k in range(8)])
+    assert torch.allclose(net.freqs, freqs, rtol=1e-6)
+    other = method.LMNet(d=2, rank=0, seed=4, share_score_with=net)
+    assert other.trunk is net.trunk and other.cov_trunk.sizes == [18, 64, 64, 64, 2]
+    x = torch.tensor([[0.5, -1.0], [2.0, 0.25], [-0.3, 0.1]])
+    with torch.no_grad():
+        net.cov_trunk.layers[-1].bias.copy_(torch.tensor([30.0, -30.0, 0.1, 0.2, 0.3, 0.4]))
+        out = net(x, 0.4)
+        inp = torch.cat([x, torch.sin(0.4 * freqs).expand(3, 8), torch.cos(0.4 * freqs).expand(3, 8)], 1)
+        eps = net.trunk(inp)
+        head = net.cov_trunk(inp).double()
+    var = 1 - _ab(float(torch.tensor(0.4)))
+    assert torch.allclose(out["eps"], eps, atol=1e-6)
+    assert torch.allclose(out["score"], -eps.double() / math.sqrt(var), atol=1e-5)
+    assert torch.allclose(out["lam"][:, 0], torch.full((3,), 5.0 + math.log(var), dtype=torch.float64), atol=1e-6)
+    assert torch.allclose(out["lam"][:, 1], torch.full((3,), -10.0 + math.log(var), dtype=torch.float64), atol=1e-6)
+    assert torch.allclose(out["L"], head[:, 2:].reshape(3, 2, 2) * math.sqrt(var), atol=1e-6)
+    assert out["L"][0, 0, 1] != out["L"][0, 1, 0]  # row-major d x r, not transposed
+    with torch.no_grad():  # double-precision inputs and a tensor t of times give the same heads
+        again = net(x.double(), torch.full((3,), 0.4, dtype=torch.float64))
+    assert all(torch.equal(again[k], out[k]) for k in ("eps", "score", "lam", "L"))
+
+
+def test_hessian_from_model_by_hand_and_rank_zero_drops_l():
+    """H = -I / (1 - ab) + ab / (1 - ab)^2 (diag e^lambda + L L^T); rank = 0 leaves L out."""
+    lam = torch.tensor([[0.0, math.log(2.0)]], dtype=torch.float64)
+    L = torch.tensor([[[1.0], [3.0]]], dtype=torch.float64)
+    ab = _ab(0.3)
+    base = -np.eye(2) / (1 - ab)
+    full = method.hessian_from_model(dict(lam=lam, L=L), 0.3)
+    assert full.dtype == torch.float64
+    assert np.allclose(full[0].numpy(), base + ab / (1 - ab) ** 2 * np.array([[2.0, 3.0], [3.0, 11.0]]), rtol=1e-12, atol=0)
+    diag = method.hessian_from_model(dict(lam=lam, L=L), torch.tensor([0.3], dtype=torch.float64), rank=0)
+    assert np.allclose(diag[0].numpy(), base + ab / (1 - ab) ** 2 * np.diag([1.0, 2.0]), rtol=1e-12, atol=0)
+    assert torch.allclose(method.hessian_from_model(dict(lam=lam, L=L), 0.3, rank=1), full)
+
+
+def test_float64_tensors_share_writeable_arrays_and_cast_integers():
+    """_t: float64 tensors; a writeable float64 array is shared, not copied; integer arrays and lists become float64."""
+    from replib.papers.likelihood_matching.method import _t
+
+    arr = np.array([1.0, 2.0])
+    out = _t(arr)
+    out[0] = 7.0
+    assert arr[0] == 7.0  # shared memory
+    assert _t(np.arange(3)).dtype == torch.float64 and _t([1, 2]).dtype == torch.float64
+    assert torch.equal(_t(np.arange(3)), torch.tensor([0.0, 1.0, 2.0], dtype=torch.float64))
+
+
+def test_lmnet_defaults_are_the_documented_network():
+    """LMNet() is d = 2, rank 1, three hidden layers of 64, a 16-dim time embedding, seed 0, silu."""
+    net, ref = method.LMNet(), method.LMNet(d=2, rank=1, hidden=64, depth=3, emb=16, seed=0, activation="silu")
+    assert (net.d, net.rank) == (2, 1) and net.trunk.sizes == [18, 64, 64, 64, 2] and net.cov_trunk.sizes == [18, 64, 64, 64, 4]
+    assert net.trunk.activation == net.cov_trunk.activation == "silu" and net.freqs.shape == (8,)
+    for a, b in zip(net.state_dict().values(), ref.state_dict().values()):
+        assert torch.equal(a, b)
+
+
+def test_rb_score_weight_is_computed_in_double_precision():
+    """The Rao-Blackwellised weight of a list or float32 tensor of times equals that of the float64 times."""
+    t64 = torch.tensor([0.05, 0.3, 0.71], dtype=torch.float64)
+    want = method.rb_score_weight(t64, (5, 10))
+    assert torch.equal(method.rb_score_weight([0.05, 0.3, 0.71], (5, 10)), want)
+    t32 = torch.tensor([0.05, 0.3, 0.71])
+    assert torch.allclose(method.rb_score_weight(t32, [5, 10]), method.rb_score_weight(t32.double(), [5, 10]), rtol=1e-14, atol=0)
+    assert float(want[1]) == pytest.approx(((1 - _ab(0.3) / _ab(0.1)) + (1 - _ab(0.3) / _ab(0.2))) / 2 / (1 - _ab(0.3)), rel=1e-12)
+
+
+def test_clip_trunks_clips_each_trunk_on_its_own():
+    """Each trunk's gradient is scaled to norm max_norm (default 1) separately, not jointly."""
+    net = method.LMNet(seed=0)
+    for scale_max, kw in ((1.0, {}), (0.25, dict(max_norm=0.25))):
+        for i, p in enumerate(net.parameters()):
+            p.grad = torch.full_like(p, 3.0 if i < len(list(net.trunk.parameters())) else 0.5)
+        method.clip_trunks(net, **kw)
+        for trunk in (net.trunk, net.cov_trunk):
+            norm = math.sqrt(sum(float((p.grad ** 2).sum()) for p in trunk.parameters()))
+            assert norm == pytest.approx(scale_max, rel=1e-4)
+    small = method.LMNet(seed=0)
+    for p in small.parameters():
+        p.grad = torch.full_like(p, 1e-5)
+    method.clip_trunks(small)
+    assert all(torch.all(p.grad == 1e-5) for p in small.parameters())  # below the norm: untouched
+
+
+def test_training_loss_identity_cov_weights_and_parts_by_hand():
+    """identity_cov (C = I) is lm_mean for every objective; a given score weight replaces sigma^2 / (1 - ab);
+    dsm is ||eps_theta - eps||^2 alone; the parts of lm (score = loss, covariance 0) and of lm_sg (score 0,
+    covariance = lm's value)."""
+    net = method.LMNet(seed=1)
+    x0, t, s, eps = _lm_inputs(12, seed=3)
+    w = torch.linspace(0.5, 2.0, 12, dtype=torch.float64)
+    mean = method.training_loss(net, x0, t, s, eps, "lm_mean")
+    for objective in ("lm", "lm_sg", "lm_diag"):
+        assert method.training_loss(net, x0, t, s, eps, objective, identity_cov=True).item() == pytest.approx(mean.item(), rel=1e-6)
+    ab = torch.tensor([_ab(v) for v in t.double().tolist()], dtype=torch.float64)
+    xt = torch.sqrt(ab.float())[:, None] * x0 + torch.sqrt(1 - ab.float())[:, None] * eps
+    with torch.no_grad():
+        v = net(xt, t)["eps"].double() - eps.double()
+    weighted = method.training_loss(net, x0, t, s, eps, "lm_mean", score_weight=w, parts=True)
+    assert weighted["loss"].item() == pytest.approx(float((0.5 * w * (v * v).sum(-1)).mean()), rel=1e-5)
+    assert weighted["covariance"].item() == 0.0 and weighted["score"].item() == weighted["loss"].item()
+    dsm = method.training_loss(net, x0, t, s, eps, "dsm", parts=True)
+    assert dsm["loss"].item() == pytest.approx(float((v * v).sum(-1).mean()), rel=1e-5)
+    assert dsm["covariance"].item() == 0.0 and dsm["covariance"].dtype == torch.float32
+    lm = method.training_loss(net, x0, t, s, eps, "lm", parts=True)
+    assert lm["covariance"].item() == 0.0 and lm["score"].item() == lm["loss"].item()
+    sg = method.training_loss(net, x0, t, s, eps, "lm_sg", parts=True)
+    assert sg["score"].item() == 0.0 and sg["covariance"].item() == pytest.approx(lm["loss"].item(), rel=1e-6)
+    assert torch.is_tensor(method.training_loss(net, x0, t, s, eps, "lm_sg"))
+    # a weight given as a list of Python floats is read in double precision (0.71 is not a float32 number)
+    w71 = torch.full((12,), 0.71, dtype=torch.float64)
+    for objective in ("lm_mean", "lm_sg"):
+        as_list = method.training_loss(net, x0, t, s, eps, objective, identity_cov=True, score_weight=[0.71] * 12)
+        assert as_list.item() == method.training_loss(net, x0, t, s, eps, objective, identity_cov=True, score_weight=w71).item()
+    with pytest.raises(ValueError, match="valid: dsm, lm, lm_diag, lm_mean, lm_sg, lm_diag_sg"):
+        method.training_loss(net, x0, t, s, eps, "lm_full")
+
+
+def test_isotropic_and_model_reverse_gaussians_by_hand():
+    """Reverse Gaussians: mean (x + sigma^2 s_theta) / a for every method; g = sigma^2 (beta), beta-tilde (or
+    sigma^2 in the NLL decoder where beta-tilde = 0), sigma^2 / a^2 (identity, LM, B4); LM's C = D + W W^T of
+    the network's heads, B4's without W; isotropic D = 1, no W."""
+    mean = torch.zeros(3, 2, dtype=torch.float64)
+    a, sig2 = method.transition(0.5, 0.25)
+    bt = sig2 * (1 - _ab(0.25)) / (1 - _ab(0.5))
+    for variance, g in (("beta", sig2), ("beta_tilde", bt), ("identity", sig2 / a**2)):
+        m, got, D, W = method.isotropic_reverse(mean, 0.5, 0.25, variance)
+        assert got == pytest.approx(g, rel=1e-12) and m is mean
+        assert torch.equal(D, torch.ones(3, 2, dtype=torch.float64)) and W.shape == (3, 2, 0)
+        assert D.dtype == W.dtype == torch.float64
+    _, sig2_0 = method.transition(0.1, 0.0)
+    assert method.isotropic_reverse(mean, 0.1, 0.0, "beta_tilde")[1] == 0.0
+    assert method.isotropic_reverse(mean, 0.1, 0.0, "beta_tilde", for_nll=True)[1] == pytest.approx(sig2_0)
+    assert method.isotropic_reverse(mean, 0.5, 0.25, "beta_tilde", for_nll=True)[1] == pytest.approx(bt)
+    with pytest.raises(ValueError, match="valid: beta, beta_tilde, identity"):
+        method.isotropic_reverse(mean, 0.5, 0.25, "beta_hat")
+    net = method.LMNet(seed=2)
+    x = torch.tensor([[0.3, -0.7], [1.2, 0.4], [-0.5, -0.1]], dtype=torch.float64)
+    with torch.no_grad():
+        out = net(x.float(), 0.5)
+    want_mean = (x + sig2 * out["score"]) / a
+    tt = torch.full((3,), 0.5, dtype=torch.float64)
+    D_lm, W_lm, _ = method.covariance_factors(out["lam"], out["L"], tt, torch.full((3,), 0.25, dtype=torch.float64))
+    want_g = {"LM": sig2 / a**2, "LMjoint": sig2 / a**2, "B4": sig2 / a**2, "B1": sig2, "S1": sig2, "B2": bt, "S2": bt,
+              "B3": sig2 / a**2}
+    for m in method.METHODS:
+        got_mean, g, D, W = method.model_reverse_fn(net, m)(x, 0.5, 0.25)
+        assert torch.allclose(got_mean, want_mean, atol=1e-12) and g == pytest.approx(want_g[m], rel=1e-12), m
+        if m in ("LM", "LMjoint"):
+            assert torch.allclose(D, D_lm) and torch.allclose(W, W_lm) and W.shape == (3, 2, 1)
+        elif m == "B4":
+            assert torch.allclose(D, D_lm) and W.shape == (3, 2, 0)
+        else:
+            assert torch.equal(D, torch.ones(3, 2, dtype=torch.float64)) and W.shape == (3, 2, 0)
+    assert method.model_reverse_fn(net, "B2")(x, 0.1, 0.0, True)[1] == pytest.approx(sig2_0)
+    assert method.model_reverse_fn(net, "B2")(x, 0.1, 0.0)[1] == 0.0
+    with pytest.raises(ValueError, match="unknown method"):
+        method.model_reverse_fn(net, "B5")
+
+
+def test_exact_reverse_fn_factorises_the_matched_covariance():
+    """LM: g = sigma^2 / a^2, D = 0, W W^T = I + sigma^2 H (negative eigenvalues clamped to 0); the others are
+    the isotropic variances with the same mean (x + sigma^2 s) / a."""
+    H = np.array([[-1.0, 0.5], [0.5, 2.0]])
+    x = np.array([[1.0, 2.0], [-1.0, 0.0]])
+    fn = method.exact_reverse_fn(lambda x, t: -2.0 * np.asarray(x), lambda x, t: np.broadcast_to(H, (len(x), 2, 2)), "LM")
+    a, sig2 = method.transition(0.6, 0.4)
+    mean, g, D, W = fn(torch.tensor(x), 0.6, 0.4)
+    assert np.allclose(mean.numpy(), (x - 2.0 * sig2 * x) / a) and g == pytest.approx(sig2 / a**2)
+    assert torch.equal(D, torch.zeros(2, 2, dtype=torch.float64)) and D.dtype == W.dtype == torch.float64
+    assert np.allclose((W @ W.transpose(-1, -2)).numpy(), np.eye(2) + sig2 * H)
+    big = method.exact_reverse_fn(lambda x, t: np.zeros_like(x), lambda x, t: np.broadcast_to(np.diag([-9.0, 1.0]), (2, 2, 2)))
+    _, _, _, W = big(torch.tensor(x), 0.6, 0.4)
+    assert sig2 * 9 > 1 and np.allclose((W @ W.transpose(-1, -2)).numpy(), np.diag([0.0, 1 + sig2]))
+    for variance in ("beta", "beta_tilde", "identity"):
+        iso = method.exact_reverse_fn(lambda x, t: -2.0 * np.asarray(x), None, variance)(torch.tensor(x), 0.6, 0.4)
+        want = method.isotropic_reverse(torch.tensor((x - 2.0 * sig2 * x) / a), 0.6, 0.4, variance)
+        assert torch.allclose(iso[0], want[0]) and iso[1] == pytest.approx(want[1]) and iso[3].shape == (2, 2, 0)
+    # the NLL decoder's flag reaches the isotropic variance: beta-tilde is 0 at s = 0, sigma^2 when decoding
+    tilde = method.exact_reverse_fn(lambda x, t: np.zeros_like(x), None, "beta_tilde")
+    assert tilde(torch.tensor(x), 0.1, 0.0)[1] == 0.0
+    assert tilde(torch.tensor(x), 0.1, 0.0, True)[1] == pytest.approx(method.transition(0.1, 0.0)[1])
+
+
+def test_sample_runs_the_grid_backwards_and_draws_from_the_reverse_gaussian():
+    """x_N ~ N(0, I) from generator 20_000 + seed; steps (t_k, t_{k-1}) for k = N..1; x <- mean + sqrt(g)
+    (sqrt(D) z_1 + W z_2), with g < 0 read as 0."""
+    calls = []
+
+    def record(x, t, s, for_nll=False):
+        calls.append((float(t), float(s)))
+        n, d = x.shape
+        return 0.5 * x + 1.0, 4.0, torch.full((n, d), 0.25, dtype=torch.float64), torch.ones(n, d, 1, dtype=torch.float64)
+
+    out = method.sample(record, 5, 3, d=2, seed=7)
+    assert calls == [pytest.approx((1.0, 2 / 3)), pytest.approx((2 / 3, 1 / 3)), pytest.approx((1 / 3, 0.0))]
+    gen = torch.Generator().manual_seed(20_007)
+    x = torch.randn(5, 2, generator=gen, dtype=torch.float64)
+    for _ in range(3):
+        z1 = torch.randn(5, 2, generator=gen, dtype=torch.float64)
+        z2 = torch.randn(5, 1, generator=gen, dtype=torch.float64)
+        x = 0.5 * x + 1.0 + 2.0 * (0.5 * z1 + z2)
+    assert isinstance(out, np.ndarray) and out.shape == (5, 2) and out.dtype == np.float64
+    assert np.allclose(out, x.numpy(), rtol=1e-13, atol=1e-13)
+    first = []
+    method.sample(lambda x, t, s: first.append(x.clone()) or (x, 0.0, torch.ones_like(x), torch.zeros(len(x), 2, 0)), 5, 1, seed=7)
+    assert first[0].dtype == torch.float64 and torch.equal(first[0], torch.randn(5, 2, generator=torch.Generator().manual_seed(20_007), dtype=torch.float64))
+    flat = method.sample(lambda x, t, s: (x * 0 + 3.0, -1.0, torch.ones_like(x), torch.zeros(len(x), 2, 0)), 4, 2, seed=1)
+    assert flat.shape == (4, 2) and np.all(flat == 3.0)  # a negative g adds no noise; d = 2 by default
+    assert np.array_equal(method.sample(record, 5, 3, seed=0), method.sample(record, 5, 3))
