@@ -673,3 +673,199 @@ def test_olp_run_keeps_prices_zero_past_the_history_span():
     sim.run()
     assert sim.hist.end < sim.T and sim.p_B[:, : sim.hist.end].max() > 0
     assert np.all(sim.p_B[:, sim.hist.end :] == 0) and np.all(sim.p_M[:, sim.hist.end :] == 0)
+
+
+# ---- the LP pieces on hand-made edge cases (issue 44) ----------------------------------------
+
+
+def test_action_column_past_the_horizon_is_empty():
+    """K_{j tau} = {tau, ..., min(T, tau + o_hat - 1)} is empty for tau > T; the horizon step itself is kept."""
+    a_B, a_M, steps = method.action_column(s=5, o_hat=4, tau=11, T=10)
+    assert a_B.size == a_M.size == steps.size == 0
+    a_B, a_M, steps = method.action_column(s=0, o_hat=3, tau=10, T=10)
+    assert steps.tolist() == [10] and a_M.tolist() == [1] and a_B.tolist() == [1]
+    assert steps.dtype == np.int64 and a_B.dtype == np.int64
+
+
+def test_slo_reward_defaults_window_normaliser_and_broadcasting():
+    """Defaults (alpha, beta, gamma, sigma, w_gp) = (0, 1, 0, 0, 0), W_gp = 20 (strict tau - t_j < W_gp),
+    R_bar = T, clamped to >= 1; ft and gp broadcast to the requests' shape."""
+    rw = method.slo_reward([5, 30], 3, [1, -20], 10)
+    assert rw.thr.tolist() == [5, 8] and rw.comp.tolist() == [3, 0] and rw.ft.tolist() == [8, 8]
+    assert rw.gp.tolist() == [1, 0] and rw.r.tolist() == [3, 0] and np.allclose(rw.r_norm, [0.3, 0.0])
+    assert method.slo_reward(5, 3, [-17, -16], 10, w_gp=1.0, beta=0.0).r.tolist() == [0.0, 1.0]  # 20 vs 19
+    assert method.slo_reward(5, 3, [-17, -16], 10, w_gp=1.0, beta=0.0, W_gp=21).r.tolist() == [1.0, 1.0]
+    assert np.allclose(method.slo_reward(5, 3, 1, 10, R_bar=6.0).r_norm, 0.5)
+    assert np.allclose(method.slo_reward(5, 3, 1, 10, beta=0.1, R_bar=0.5).r_norm, 0.3)  # R_bar clamped to 1
+    assert np.allclose(method.slo_reward(5, 3, 1, 0.5, beta=0.0, sigma=0.3).r_norm, 0.3)  # T < 1 clamped too
+    rw = method.slo_reward(np.array([[2], [9]]), np.array([1, 4, 12]), 1, 10, gamma=1.0, beta=0.0)
+    assert rw.ft.shape == rw.gp.shape == rw.r.shape == (2, 3)
+    assert rw.ft.tolist() == [[10, 7, 0]] * 2 and rw.gp.tolist() == [[1, 1, 1]] * 2
+    assert rw.thr.tolist() == [[2, 2, 0], [9, 7, 0]] and rw.comp.tolist() == [[8, 5, 0], [1, 0, 0]]
+    rw = method.slo_reward(4, 2, 2, 10, alpha=2.0, beta=0.0, gamma=0.0, sigma=0.25)
+    assert float(rw.r) == pytest.approx(0.25 + 2 * 4) and float(rw.r_norm) == pytest.approx(0.825)
+
+
+def test_price_prefix_by_hand_and_column_cost_reuses_a_given_prefix():
+    """Prefix sums with a leading zero: cumsum p^B, cumsum p^M, cumsum (i p^M), i the 0-based step; a passed
+    prefix is used as is."""
+    p_B = np.array([[1.0, 2.0, 3.0], [10.0, 20.0, 30.0]])
+    p_M = np.array([[4.0, 5.0, 6.0], [0.5, 0.0, 2.0]])
+    PB, PM, PK = method.price_prefix(p_B, p_M)
+    assert PB.tolist() == [[0, 1, 3, 6], [0, 10, 30, 60]]
+    assert PM.tolist() == [[0, 4, 9, 15], [0, 0.5, 0.5, 2.5]]
+    assert PK.tolist() == [[0, 0, 5, 17], [0, 0, 0, 4]]
+    # worker 1, tau = 2, o_hat = 5 (truncated to 2 steps), s = 3: (20 + c 0 * 4) + (30 + c 2 * 5)
+    assert float(method.column_cost(p_B, p_M, 1, 3, 5, 2, 0.1)) == pytest.approx(50.0 + 0.1 * 10.0)
+    other = method.price_prefix(2 * p_B, 3 * p_M)
+    assert float(method.column_cost(p_B, p_M, 1, 3, 5, 2, 0.1, prefix=other)) == pytest.approx(100.0 + 0.3 * 10.0)
+    # float-typed lengths and start steps are cast to integer steps
+    assert float(method.column_cost(p_B, p_M, 1, 3, 5.0, 2.0, 0.1)) == pytest.approx(51.0)
+
+
+def test_remaining_capacity_defaults_and_clamps():
+    """d = (B - U)^+ (1 + kappa rho_b) / (max(1, N_hat) max(1, R_bar)); kappa defaults to 1."""
+    U_B, U_M = np.array([[1, 5], [0, 2]]), np.array([[10, 50], [0, 30]])
+    d_B, d_M = method.remaining_capacity(U_B, U_M, [4, 2], [40, 20], c_M=0.5, N_hat=0.5, R_bar=0.25, rho_b=0.5)
+    assert d_B.tolist() == [[4.5, 0.0], [3.0, 0.0]]
+    assert d_M.tolist() == [[0.5 * 30 * 1.5, 0.0], [0.5 * 20 * 1.5, 0.0]]
+    d_B, _ = method.remaining_capacity(U_B, U_M, [4, 2], [40, 20], c_M=0.5, N_hat=2, R_bar=3, rho_b=0.5, kappa=2.0)
+    assert np.allclose(d_B, [[1.0, 0.0], [2 / 3, 0.0]])
+
+
+def test_history_grows_keeps_rows_and_tracks_the_end():
+    """Appending past the capacity (also a batch larger than twice of it) keeps every row in order;
+    ``end`` is the largest i0 + L seen; ``arrays(idx)`` picks rows; a zero capacity still works."""
+    h = method.History(capacity=0)
+    h.add(1, 3, 4, 7, 0.5)
+    h.add([0, 2], [10, 0], [2, 1], [5, 6], [0.1, 0.2])
+    assert h.n == 3 and h.end == 12
+    h.add(np.arange(10) % 3, np.zeros(10, int), np.ones(10, int), np.arange(10), np.linspace(0, 1, 10))
+    assert h.n == 13 and h.end == 12  # a smaller end does not lower it
+    g, i0, L, s, r = h.arrays()
+    assert g.tolist() == [1, 0, 2] + (np.arange(10) % 3).tolist() and i0.tolist()[:3] == [3, 10, 0]
+    assert L.tolist()[:3] == [4, 2, 1] and s.tolist() == [7, 5, 6] + list(range(10))
+    assert np.allclose(r[:3], [0.5, 0.1, 0.2]) and g.dtype == i0.dtype == L.dtype == np.int64
+    g, i0, L, s, r = h.arrays([2, 0])
+    assert g.tolist() == [2, 1] and s.tolist() == [6, 7] and np.allclose(r, [0.2, 0.5])
+    big = method.History(capacity=2)
+    big.add(np.zeros(9, int), np.arange(9), np.full(9, 2), np.zeros(9), np.ones(9))
+    big.add(1, 20, 3, 4, 0.25)
+    assert big.n == 10 and big.end == 23 and big.arrays()[1].tolist() == list(range(9)) + [20]
+    empty = method.History()
+    assert empty.arrays()[0].size == 0 and empty.n == 0 and empty.end == 0
+
+
+def test_dual_update_clamps_steps_and_batch_and_has_the_documented_defaults():
+    """K < 1 and batch < 1 mean one step of one column; the defaults are K = 5, eta = 0.01, batch = 64; a
+    column with r~ = a^T p exactly is not active; Fortran-ordered prices give the same update."""
+    p_B, p_M, h, d_B, d_M, c_M = _dual_setup()
+    got = method.dual_update(p_B, p_M, h, d_B, d_M, c_M, np.random.default_rng(0), K=0, eta=0.1)
+    want = _dual_reference(p_B, p_M, _DUAL_COLS, d_B, d_M, c_M, 0.1, [range(5)])
+    assert np.allclose(got[0], want[0], rtol=0, atol=1e-14) and np.allclose(got[1], want[1], rtol=0, atol=1e-14)
+    got = method.dual_update(p_B, p_M, h, d_B, d_M, c_M, np.random.default_rng(2), K=1, eta=0.1, batch=0)
+    one = [np.random.default_rng(2).choice(5, size=1, replace=False).tolist()]
+    want = _dual_reference(p_B, p_M, _DUAL_COLS, d_B, d_M, c_M, 0.1, one)
+    assert np.allclose(got[0], want[0], rtol=0, atol=1e-14) and np.allclose(got[1], want[1], rtol=0, atol=1e-14)
+    fortran = method.dual_update(np.asfortranarray(p_B), np.asfortranarray(p_M), h, d_B, d_M, c_M,
+                                 np.random.default_rng(0), K=1, eta=0.1)
+    want = _dual_reference(p_B, p_M, _DUAL_COLS, d_B, d_M, c_M, 0.1, [range(5)])
+    assert np.allclose(fortran[0], want[0], rtol=0, atol=1e-14) and np.allclose(fortran[1], want[1], rtol=0, atol=1e-14)
+    # defaults on a history of 70 columns: 5 steps of 64 drawn columns, eta = 0.01
+    rng = np.random.default_rng(8)
+    cols = [(int(rng.integers(2)), int(rng.integers(6)), int(rng.integers(1, 3)), int(rng.integers(4)),
+             float(rng.uniform(0, 0.1))) for _ in range(70)]
+    big = method.History()
+    for col in cols:
+        big.add(*col)
+    got = method.dual_update(p_B, p_M, big, d_B, d_M, c_M, np.random.default_rng(1))
+    draw = np.random.default_rng(1)
+    want = _dual_reference(p_B, p_M, cols, d_B, d_M, c_M, 0.01,
+                           [draw.choice(70, size=64, replace=False).tolist() for _ in range(5)])
+    assert np.allclose(got[0], want[0], rtol=0, atol=1e-14) and np.allclose(got[1], want[1], rtol=0, atol=1e-14)
+    # float32 prices and capacities are read in double precision
+    d32_B = (d_B * np.linspace(0.3, 1.7, 8)).astype(np.float32)
+    d32_M = (d_M * np.linspace(1.9, 0.2, 8)).astype(np.float32)
+    got = method.dual_update(p_B.astype(np.float32), p_M.astype(np.float32), h, d32_B, d32_M, c_M,
+                             np.random.default_rng(0), K=1, eta=0.1)
+    want = _dual_reference(*(x.astype(np.float32).astype(float) for x in (p_B, p_M)), _DUAL_COLS,
+                           d32_B.astype(float), d32_M.astype(float), c_M, 0.1, [range(5)])
+    assert got[0].dtype == got[1].dtype == np.float64
+    assert np.allclose(got[0], want[0], rtol=0, atol=1e-14) and np.allclose(got[1], want[1], rtol=0, atol=1e-14)
+    # r~ = 0 = a^T p at zero prices: inactive, so only -eta d moves the (projected) prices
+    zero = method.History()
+    zero.add(0, 0, 2, 1, 0.0)
+    z = np.zeros((1, 3))
+    pz = method.dual_update(z, z, zero, -np.ones((1, 3)), -np.ones((1, 3)), 0.5, np.random.default_rng(0), K=1, eta=0.1)
+    assert np.allclose(pz[0], 0.1) and np.allclose(pz[1], 0.1)
+    # a zero-length column last in the history: no entries, no subgradient, no error
+    h.add(1, 3, 0, 2, 0.9)
+    cols = _DUAL_COLS + [(1, 3, 0, 2, 0.9)]
+    got = method.dual_update(p_B, p_M, h, d_B, d_M, c_M, np.random.default_rng(0), K=1, eta=0.1)
+    want = _dual_reference(p_B, p_M, cols, d_B, d_M, c_M, 0.1, [range(6)])
+    assert np.allclose(got[0], want[0], rtol=0, atol=1e-14) and np.allclose(got[1], want[1], rtol=0, atol=1e-14)
+
+
+def test_reservations_release_clips_to_the_column_and_the_horizon():
+    """release removes only entries in [max(a, i_start), min(b, T)) with the column's own KV ramp offsets."""
+    res = method.Reservations(B=[3], M=[100], T=6)
+    res.commit(0, 2, 5, 1)  # steps 1..5: U^M = 3, 4, 5, 6, 7
+    assert res.U_M[0].tolist() == [0, 3, 4, 5, 6, 7] and res.U_B[0].tolist() == [0, 1, 1, 1, 1, 1]
+    res.release(0, 2, 1, 0, 3)  # a before the start: from index 1
+    assert res.U_M[0].tolist() == [0, 0, 0, 5, 6, 7] and res.U_B[0].tolist() == [0, 0, 0, 1, 1, 1]
+    res.release(0, 2, 1, 4, 99)  # b past the horizon: to T
+    assert res.U_M[0].tolist() == [0, 0, 0, 5, 0, 0] and res.U_B[0].tolist() == [0, 0, 0, 1, 0, 0]
+    res.release(0, 2, 1, 3, 3)  # empty range: nothing
+    res.release(0, 2, 1, 4, 2)
+    assert res.U_M[0].tolist() == [0, 0, 0, 5, 0, 0]
+    res.release(0, 2, 1, 3, 4)
+    assert not res.U_M.any() and not res.U_B.any()
+    # prefix maxima of one worker's row, and the feasibility check with precomputed maxima
+    res = method.Reservations(B=[2, 2], M=[20, 20], T=6)
+    res.commit(1, 4, 3, 0)  # U^M = 5, 6, 7
+    ub, um = res.prefix_max(0, 4, 1)
+    assert ub.tolist() == [1, 1, 1, 1] and um.tolist() == [5, 7, 9, 9]
+    cm = res.prefix_max(0, 4)
+    assert res.feasible([10, 11], [4, 4], 0, cm=cm).tolist() == [[True, True], [True, False]]
+    assert res.feasible(np.array([10.0, 11.0]), np.array([4.0, 4.0]), 0).tolist() == [[True, True], [True, False]]
+    assert res.U_B.dtype == res.U_M.dtype == np.int64  # integer slot and token counts
+    assert method.Reservations(B=[2.0], M=[20.0], T=3).B.dtype == method.Reservations([2.0], [20.0], 3).M.dtype == np.int64
+
+
+def test_admit_by_margin_breaks_ties_by_arrival_then_id_then_worker_and_needs_margin_above_eps():
+    """Candidates have m > eps strictly; equal margins and arrivals go by request id (ids, else the row),
+    then by worker."""
+    margins = np.array([[0.4, 0.4], [0.4, 0.4], [0.1, 0.3]])
+    for ids, want in ((None, [(0, 0), (1, 1)]), ([9, 2, 5], [(1, 0), (0, 1)])):
+        res = method.Reservations(B=[1, 1], M=[50, 50], T=5)
+        adm, n = method.admit_by_margin(margins, [3, 3, 3], 0.1, res, [1, 1, 1], [1, 1, 1], 0, ids=ids)
+        assert adm == want and n == 5  # 0.1 is not above eps = 0.1
+    res = method.Reservations(B=[1, 1], M=[50, 50], T=5)
+    adm, n = method.admit_by_margin(np.full((2, 2), 0.2), [1, 1], 0.2, res, [1, 1], [1, 1], 0)
+    assert adm == [] and n == 0 and not res.U_B.any()
+    # a single candidate is admitted; float-typed lengths are read as integer steps
+    adm, n = method.admit_by_margin([[0.5, -np.inf]], [1], 0.0, res, [2], [3.0], 0)
+    assert adm == [(0, 0)] and n == 1 and res.U_M[0, :4].tolist() == [3, 4, 5, 0]
+    # the KV check is "fits exactly": ramp s + 1 .. s + L up to M = 5 is admitted, one token more is not
+    res = method.Reservations(B=[3], M=[5], T=5)
+    adm, _ = method.admit_by_margin([[0.9], [0.8]], [1, 1], 0.0, res, [2, 0], [3, 3], 0)
+    assert adm == [(0, 0)] and res.U_M[0].tolist() == [3, 4, 5, 0, 0]
+    res = method.Reservations(B=[3], M=[5], T=5)
+    assert method.admit_by_margin([[0.9]], [1], 0.0, res, [3], [3], 0)[0] == []
+
+
+def test_olp_config_documented_defaults():
+    """The hyperparameters' defaults as documented; a single given weight leaves the others at 0."""
+    c = method.OLPConfig()
+    assert (c.sigma, c.w_gp, c.W_gp, c.K, c.eta, c.batch) == (0.0, 0.0, 20, 5, 0.01, 64)
+    assert (c.mem_scale_factor, c.kappa, c.varsigma, c.lambda_len, c.max_waiting, c.R_bar) == (1.0, 1.0, 1.0, 0.0, 64, None)
+    assert (method.OLPConfig(beta=2).alpha, method.OLPConfig(beta=2).beta, method.OLPConfig(beta=2).gamma) == (0.0, 2.0, 0.0)
+    c = method.OLPConfig(gamma=0.5, alpha=0.25)
+    assert (c.alpha, c.beta, c.gamma) == (0.25, 0.0, 0.5) and isinstance(c.beta, float)
+
+
+def test_knapsack_price_step_by_hand():
+    """max(0, p + eta (a x - d)): up when the item is taken, projected at zero when it is not."""
+    assert method.knapsack_price_step(0.3, 2.0, 1, 0.5, 0.1) == pytest.approx(0.45)
+    assert method.knapsack_price_step(0.3, 2.0, 0, 0.5, 0.1) == pytest.approx(0.25)
+    assert method.knapsack_price_step(0.01, 2.0, 0, 0.5, 0.1) == 0.0
