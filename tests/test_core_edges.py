@@ -459,3 +459,89 @@ def test_student_notebooks_are_written_as_ipynb_into_a_new_nested_folder(tmp_pat
     assert written == tmp_path / "out" / "nested" / "01_theory.ipynb"
     cells = json.loads(written.read_text(encoding="utf-8"))["cells"]
     assert cells[1]["metadata"]["tags"] == ["solution"] and "NotImplementedError" in "".join(cells[1]["source"])
+
+
+def _fake_clone(tmp_path, monkeypatch):
+    """A clone with package replib (core.a, core.b, papers.ch.method, papers.ch.experiment) and a
+    chapter 'ch' whose experiment notebook imports the chapter's experiment module."""
+    from replib.core import fingerprint as fp
+
+    files = {
+        "lib/replib/__init__.py": "", "lib/replib/core/__init__.py": "", "lib/replib/core/a.py": "A = 1\n",
+        "lib/replib/core/b.py": "B = 2\n", "lib/replib/papers/__init__.py": "",
+        "lib/replib/papers/ch/__init__.py": "from .method import f\n",
+        "lib/replib/papers/ch/method.py": '"""Method."""\n\ndef f():\n    return 1\n',
+        "lib/replib/papers/ch/experiment.py": ("from . import method\nfrom ..ch.method import f\n"
+                                               "from replib.core import a\nimport replib.core.b\nimport numpy\n"),
+        "notebooks/ch/chapter.yml": "title: T\n",
+        "notebooks/ch/01_theory.py": "# %%\nimport math\n",
+        "notebooks/ch/03_experiment.py": "# %%\nfrom replib.papers.ch import experiment\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    monkeypatch.setattr(fp, "PACKAGE_DIR", tmp_path / "lib" / "replib")
+    monkeypatch.setattr(fp, "require_repo_root", lambda: tmp_path)
+    monkeypatch.setattr(fp, "check_slug", lambda slug: {"ch": "ch", "ch2": "ch2"}[slug])
+    return fp
+
+
+def test_imports_are_resolved_relative_to_their_module_with_parent_packages(tmp_path, monkeypatch):
+    """_imported_replib_modules: `from . import m`, `from ..ch.m import f`, absolute imports; parent
+    packages included; non-replib and non-module names dropped; an __init__ is its own package."""
+    fp = _fake_clone(tmp_path, monkeypatch)
+    lib = tmp_path / "lib" / "replib"
+    assert fp._imported_replib_modules(lib / "papers" / "ch" / "experiment.py") == {
+        "replib", "replib.core", "replib.core.a", "replib.core.b", "replib.papers", "replib.papers.ch",
+        "replib.papers.ch.method"}
+    assert fp._imported_replib_modules(lib / "papers" / "ch" / "__init__.py") == {
+        "replib", "replib.papers", "replib.papers.ch", "replib.papers.ch.method"}
+    assert fp._imported_replib_modules(tmp_path / "notebooks" / "ch" / "03_experiment.py") == {
+        "replib", "replib.papers", "replib.papers.ch", "replib.papers.ch.experiment"}
+    assert fp._imported_replib_modules(tmp_path / "notebooks" / "ch" / "01_theory.py") == set()
+
+
+def test_a_fingerprint_is_the_documented_sha256_over_paths_and_texts(tmp_path, monkeypatch, utf8_files):
+    """fingerprint = sha256 over each source in order: its path relative to the clone, then NUL, its
+    text (generated blocks cut, CRLF read as LF), NUL; chapter_sources lists what exists, sorted."""
+    import hashlib
+
+    fp = _fake_clone(tmp_path, monkeypatch)
+    start, end = BLOCKS["verdict"]
+    nb = tmp_path / "notebooks" / "ch" / "03_experiment.py"
+    nb.write_text(f"# %%\r\nfrom replib.papers.ch import experiment\r\n# {start}\n# 0.93\n# {end}\n", encoding="utf-8")
+    sources = fp.chapter_sources("ch")
+    names = [p.relative_to(tmp_path).as_posix() for p in sources]
+    assert names == sorted(names) and set(names) == {
+        "notebooks/ch/chapter.yml", "notebooks/ch/01_theory.py", "notebooks/ch/03_experiment.py",
+        "lib/replib/__init__.py", "lib/replib/papers/__init__.py", "lib/replib/papers/ch/__init__.py",
+        "lib/replib/papers/ch/experiment.py", "lib/replib/papers/ch/method.py", "lib/replib/core/__init__.py",
+        "lib/replib/core/a.py", "lib/replib/core/b.py"}
+    assert fp._text(nb) == b"# %%\nfrom replib.papers.ch import experiment\n# \n"
+    digest = hashlib.sha256()
+    for path, name in zip(sources, names):
+        text = path.read_text(encoding="utf-8").replace("\r\n", "\n")
+        text = text.replace(f"{start}\n# 0.93\n# {end}", "")
+        digest.update(name.encode() + b"\0" + text.encode() + b"\0")
+    assert fp.fingerprint("ch") == digest.hexdigest()
+    assert fp.source_hashes("ch") == {name: hashlib.sha256(fp.code_text(path)).hexdigest()
+                                      for path, name in zip(sources, names)}
+    # the same files under another chapter's name: other paths, another fingerprint
+    import shutil
+
+    shutil.copytree(tmp_path / "notebooks" / "ch", tmp_path / "notebooks" / "ch2")
+    assert fp.fingerprint("ch2") != fp.fingerprint("ch")
+
+
+def test_code_text_drops_docstrings_only_and_ignores_line_positions(tmp_path):
+    from replib.core.fingerprint import code_text
+
+    def code(text, name="m.py"):
+        path = tmp_path / "lib" / name
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        return code_text(path)
+
+    assert code('"""Doc."""\nx = 1\n') == code("\n\n# moved down\nx = 1\n")          # docstring, lines, comment
+    assert code("if x:\n    'a string, not a docstring'\n    y = 1\n") != code("if x:\n    'another'\n    y = 1\n")
+    assert code("class C:\n    'doc'\n") == code("class C:\n    pass\n")
