@@ -805,6 +805,19 @@ def test_schedule_and_posterior_variance_by_hand():
     assert np.allclose(method.time_grid(3), [0, 1 / 3, 2 / 3, 1]) and method.time_grid(3.0).size == 4
 
 
+def test_schedule_on_tensors_stays_differentiable():
+    """alpha_bar and the transition of tensors are torch expressions: d alpha_bar / dt = -(0.1 + 19.9 t) alpha_bar,
+    and d sigma^2 / dt = (0.1 + 19.9 t) alpha_bar_t / alpha_bar_s (s held fixed)."""
+    t = torch.tensor([0.3, 0.6], dtype=torch.float64, requires_grad=True)
+    s = torch.tensor([0.1, 0.2], dtype=torch.float64)
+    ab = method.alpha_bar(t)
+    (g,) = torch.autograd.grad(ab.sum(), t)
+    assert torch.allclose(g, -(0.1 + 19.9 * t.detach()) * ab.detach(), rtol=1e-12)
+    _, sig2 = method.transition(t, s)
+    (g2,) = torch.autograd.grad(sig2.sum(), t)
+    assert torch.allclose(g2, (0.1 + 19.9 * t.detach()) * ab.detach() / method.alpha_bar(s), rtol=1e-12)
+
+
 def test_tweedie_moments_torch_and_numpy_by_hand():
     """E = (x + sigma^2 s) / a, Cov = sigma^2 / a^2 (I + sigma^2 H) on a batch, numpy and torch alike."""
     x = np.array([[1.0, 2.0], [0.0, -1.0], [3.0, 0.5]])
