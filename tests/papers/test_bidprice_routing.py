@@ -798,6 +798,12 @@ def test_dual_update_clamps_steps_and_batch_and_has_the_documented_defaults():
     z = np.zeros((1, 3))
     pz = method.dual_update(z, z, zero, -np.ones((1, 3)), -np.ones((1, 3)), 0.5, np.random.default_rng(0), K=1, eta=0.1)
     assert np.allclose(pz[0], 0.1) and np.allclose(pz[1], 0.1)
+    # an empty history resets both price arrays to zeros of their shape; a full batch draws nothing from rng
+    reset = method.dual_update(p_B, np.ones((2, 8)), method.History(), d_B, d_M, c_M, np.random.default_rng(0))
+    assert all(isinstance(p, np.ndarray) and p.shape == (2, 8) and p.dtype == np.float64 and not p.any() for p in reset)
+    draw = np.random.default_rng(5)
+    method.dual_update(p_B, p_M, h, d_B, d_M, c_M, draw, K=3, eta=0.1, batch=64)
+    assert draw.random() == np.random.default_rng(5).random()
     # a zero-length column last in the history: no entries, no subgradient, no error
     h.add(1, 3, 0, 2, 0.9)
     cols = _DUAL_COLS + [(1, 3, 0, 2, 0.9)]
