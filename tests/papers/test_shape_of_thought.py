@@ -641,3 +641,17 @@ def test_training_batch_layout_clean_part_padding_and_visibility():
         assert torch.equal(pad, torch.eye(b["ids"].shape[1], dtype=torch.bool)[total:])  # a padding query sees itself
     n0 = len(recs[0][0])
     assert (b["ids"][::3, n0:n0 + 16] == method.MASK).any(1).all()  # at least one masked token per copy
+
+
+def test_train_models_start_from_each_seed_and_pass_the_block_choice():
+    """With no step each returned model holds its seed's initial weights; final_always reaches the batches (the
+    earlier scheme gives another first loss), through train_model too."""
+    rng = np.random.default_rng(6)
+    recs = [task.build_sequence("sot", k, task.sample_table(rng, k)) for k in (2, 3)]
+    small = dict(d=16, n_layer=1, batch_size=4, warmup=2)
+    (m3,), _ = method.train_models([recs], [3], steps=0, **small)
+    assert all(torch.equal(p, q) for p, q in zip(m3.parameters(), method.UnifiedDecoder(d=16, n_layer=1, seed=3).parameters()))
+    _, new = method.train_models([recs], [0], steps=1, **small)
+    _, old = method.train_models([recs], [0], steps=1, final_always=False, **small)
+    _, old_alone = method.train_model(recs, steps=1, final_always=False, **small)
+    assert new[0, 0] != pytest.approx(old[0, 0]) and old_alone == pytest.approx(old[0].tolist())
