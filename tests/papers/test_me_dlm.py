@@ -148,6 +148,198 @@ def test_echo_model_converges_and_substitution_keeps_length():
         assert all(method.DEL not in s for s in state)
 
 
+class Rules(torch.nn.Module):
+    """A rule model, checkable by hand: the token head reads its own input token (7 -> <del>, 8 -> 9,
+    [MASK] -> 7, <pad> -> 0, else itself); the insertion head of position p proposes the token head's label of
+    position p + 1, except 6 before a 9 (one insertion before every 9). Records its inputs."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls, self.masks = [], []
+
+    def forward(self, ids, attention_mask=None):
+        self.calls.append(ids.clone())
+        self.masks.append(attention_mask)
+        rule = torch.arange(method.VOCAB)
+        rule[7], rule[8], rule[method.MASK], rule[method.PAD] = method.DEL, 9, 7, 0
+        nxt_ids = torch.roll(ids, -1, dims=1)
+        nxt = torch.where(nxt_ids == 9, torch.full_like(ids, 6), rule[nxt_ids])
+        onehot = torch.nn.functional.one_hot
+        return onehot(rule[ids], method.VOCAB).float() * 10, onehot(nxt, method.VOCAB).float() * 10
+
+
+def test_edit_passes_on_a_rule_model_worked_by_hand():
+    """Phase B worked by hand on the rule model: deletions, replacements and the insertion before every 9 in
+    parallel, the result cut at the canvas (7 tokens), an emptied response becomes [<eos>], real_steps = the
+    pass index at which a response first stays put (E if never), the traces name the deleted, replaced and
+    inserted positions; substitution-only keeps every length (a proposed <del> keeps the token)."""
+    E = method.EOS
+    responses = [[8, 8, 8, 9, 9, 1, E], [9, E], [7, 2, E], [3, 4, E], [7, 7]]
+    model = Rules()
+    out = method.edit_passes(model, [(1, 2, 3)] * 5, responses, 3, keep_trace=2)
+    assert len(model.calls) == 3
+    for ids, att, state in zip(model.calls, model.masks, out["states"]):  # prompt + response seen, padding hidden
+        for b, resp in enumerate(state):
+            n = method.RESP_START + len(resp)
+            assert ids[b, :method.RESP_START].tolist() == [1, 2, 3, method.SEP] and ids[b, method.RESP_START:n].tolist() == resp
+            assert att[b].tolist() == [1] * n + [0] * (method.SEQ_LEN - n) and att.dtype == torch.int64
+    assert out["forward_passes"] == 3 and len(out["states"]) == 4 and out["states"][0] == responses
+    assert out["states"][1] == [[9, 9, 9, 6, 9, 6, 9], [6, 9, E], [2, E], [3, 4, E], [E]]
+    assert out["states"][2] == [[6, 9, 6, 9, 6, 9, 6], [6, 6, 9, E], [2, E], [3, 4, E], [E]]
+    assert out["states"][3] == [[6, 6, 9, 6, 6, 9, 6], [6, 6, 6, 9, E], [2, E], [3, 4, E], [E]]
+    assert out["real_steps"].tolist() == [3, 3, 1, 0, 1]
+    first, second = out["traces"]
+    assert len(first) == len(second) == 3
+    assert first[0] == {"pass": 1, "before": [8, 8, 8, 9, 9, 1, E], "r": [9, 9, 9, 9, 9, 1, E],
+                        "g": [9, 9, 9, 6, 6, 1, E], "deleted": [], "replaced": [0, 1, 2], "inserted": [3, 4],
+                        "after": [9, 9, 9, 6, 9, 6, 9]}
+    assert second[1] == {"pass": 2, "before": [6, 9, E], "r": [6, 9, E], "g": [6, 6, E], "deleted": [],
+                         "replaced": [], "inserted": [1], "after": [6, 6, 9, E]}
+    deleting = method.edit_passes(Rules(), [(1, 2)], [[7, 2, E]], 1, keep_trace=1)["traces"][0][0]
+    assert deleting["deleted"] == [0] and deleting["replaced"] == [] and deleting["after"] == [2, E]
+    assert method.edit_passes(Rules(), [(1, 2, 3)], [[9, E]], 1)["traces"] == []  # no traces unless asked
+    sub = method.edit_passes(Rules(), [(1, 2, 3)] * 5, responses, 2, substitution_only=True)
+    assert sub["states"][1] == [[9, 9, 9, 9, 9, 1, E], [9, E], [7, 2, E], [3, 4, E], [7, 7]] == sub["states"][2]
+    assert sub["real_steps"].tolist() == [1, 0, 0, 0, 0]
+
+
+class LateRules(Rules):
+    """Echoes its input on every call but the second, where it applies the rules (a model that changes
+    between passes, e.g. with dropout)."""
+
+    def forward(self, ids, attention_mask=None):
+        cur, nxt = super().forward(ids, attention_mask)
+        if len(self.calls) != 2:
+            onehot = torch.nn.functional.one_hot
+            return onehot(ids, method.VOCAB).float() * 10, onehot(torch.roll(ids, -1, dims=1), method.VOCAB).float() * 10
+        return cur, nxt
+
+
+def test_real_steps_count_the_passes_before_the_first_convergence():
+    """real_steps is the first pass at which a response stays put (r = y and g = y), even when a later pass
+    changes it again: [7, 2, <eos>] is left alone at pass 0, edited at pass 1 ([2, <eos>]), left alone at 2."""
+    E = method.EOS
+    out = method.edit_passes(LateRules(), [(1, 2), (3, 4)], [[7, 2, E], [3, 4, E]], 3)
+    assert out["states"] == [[[7, 2, E], [3, 4, E]], [[7, 2, E], [3, 4, E]], [[2, E], [3, 4, E]], [[2, E], [3, 4, E]]]
+    assert out["real_steps"].tolist() == [0, 0]
+
+
+def test_edit_mode_batch_fills_finishes_and_edits_with_the_current_model():
+    """Edit mode's on-policy input by hand on the rule model: a row masked at t = 0 is its clean answer + <eos>,
+    a row masked at t = 1 is filled with the model's token (7) everywhere, <pad> deleted and <eos> forced last;
+    k edit passes then delete the 7s ([<eos>] is left)."""
+    E = method.EOS
+    prompts, answers, t = [(1, 2), (3, 4, 5)], [(2, 1), (5, 4, 3)], np.array([0.0, 1.0])
+    rng = np.random.default_rng(0)
+    assert method.edit_mode_batch(Rules(), prompts, answers, t, 0, rng) == [[2, 1, E], [7, 7, 7, 7, 7, 7, E]]
+    model = Rules()
+    assert method.edit_mode_batch(model, prompts, answers, t, 1, rng) == [[2, 1, E], [E]]
+    fills = [c for c in model.calls if (c == method.MASK).any()]
+    assert len(model.calls) == len(fills) + 1  # the fill passes, then one edit pass
+    assert (fills[0][:, :method.RESP_START] == torch.as_tensor(method.encode_prompts(prompts))).all()
+    assert not (fills[0][0] == method.MASK).any() and (fills[0][1, method.RESP_START:] == method.MASK).all()
+    assert method.edit_mode_batch(Rules(), prompts, answers, t, 2, rng) == [[2, 1, E], [E]]
+    # k passes: the response after the last one (each pass inserts a 6 before the 9)
+    assert method.edit_mode_batch(Rules(), [(1, 9)], [(9, 1)], np.array([0.0]), 2, rng) == [[6, 6, 9, 1, E]]
+    # a position is masked iff its draw u < t_b: t_b equal to the row's smallest draw masks nothing
+    u = np.random.default_rng(3).random((1, method.CANVAS))
+    assert method.edit_mode_batch(Rules(), [(1, 2)], [(2, 1)], u.min(1), 0, np.random.default_rng(3)) == [[2, 1, E]]
+    # each position is masked on its own: at t = 0.5 some rows mix masked (7) and clean tokens
+    mixed = method.edit_mode_batch(Rules(), [(1, 2, 3)] * 6, [(1, 2, 3, 3, 2, 1)] * 6, np.full(6, 0.5), 0,
+                                   np.random.default_rng(0))
+    assert any(7 in r and any(v in r for v in (1, 2, 3)) for r in mixed)
+    # P is drawn uniformly from FILL_SIZES = (2, 4, CANVAS): the masks left before each fill pass of 7 masks
+    seen = set()
+    for seed in range(20):
+        model = Rules()
+        method.edit_mode_batch(model, prompts, answers, t, 0, np.random.default_rng(seed))
+        seen.add(tuple(int((c[1] == method.MASK).sum()) for c in model.calls))
+    assert seen == {(7, 5, 3, 1), (7, 3), (7,)}
+
+
+class MaskCounter(torch.nn.Module):
+    """Token head: every position proposes (number of [MASK] left in its row) mod 10, with <del> and [MASK]
+    scored higher (both forbidden when filling)."""
+
+    def forward(self, ids, attention_mask=None):
+        logits = torch.zeros(*ids.shape, method.VOCAB)
+        count = (ids == method.MASK).sum(1) % 10
+        logits[torch.arange(len(ids)), :, count] = 5.0
+        logits[..., method.DEL], logits[..., method.MASK] = 10.0, 9.0
+        return logits, logits
+
+
+def test_fill_masks_random_commits_p_per_pass_at_uniform_positions():
+    """fill_masks_random: P masked positions per forward pass (fewer in the last), each the argmax with <del> and
+    [MASK] forbidden, unmasked positions untouched, passes = ceil(max masks / P); the positions of the first
+    pass are uniform over the masked ones."""
+    M = method.MASK
+    ids = np.array([[14, 1, 2, 10] + [M] * 7, [14, 3, 4, 10, 5, M, 6, M, M, 13, 14]])
+    filled, passes = method.fill_masks_random(MaskCounter(), ids, 2, np.random.default_rng(0))
+    assert passes == 4 and not (filled == M).any()
+    assert np.array_equal(filled[ids != M], ids[ids != M])
+    assert sorted(filled[0, 4:].tolist()) == [1, 3, 3, 5, 5, 7, 7]  # 7 masks: 2 at 7 left, 2 at 5, 2 at 3, 1 at 1
+    assert sorted(filled[1, [5, 7, 8]].tolist()) == [1, 3, 3]
+    assert ids[0, 4] == M  # the input is not changed
+    firsts = np.zeros(7)
+    for seed in range(140):
+        out, n = method.fill_masks_random(MaskCounter(), ids[:1], 1, np.random.default_rng(seed))
+        assert n == 7 and sorted(out[0, 4:].tolist()) == [1, 2, 3, 4, 5, 6, 7]
+        firsts[int(np.flatnonzero(out[0, 4:] == 7)[0])] += 1
+    assert firsts.min() > 8 and firsts.max() < 36  # 20 expected at each of the 7 positions
+
+
+class Confidences(torch.nn.Module):
+    """Fixed token-head logits per canvas position (the same in every row and pass), chosen so that the
+    commit order is known by hand; records its inputs."""
+
+    def __init__(self):
+        super().__init__()
+        table = torch.zeros(method.CANVAS, method.VOCAB)
+        table[0, 3], table[0, method.PAD] = 2.0, 1.9  # conf e^2 / (e^2 + 11) = 0.40 once <pad> is forbidden
+        table[1, 4], table[1, 5] = 2.0, 1.8  # conf e^2 / (e^2 + e^1.8 + 10) = 0.32
+        table[2, method.DEL], table[2, 6] = 5.0, 3.0  # <del> forbidden: 6, conf e^3 / (e^3 + 11) = 0.65
+        table[3, method.MASK], table[3, 1] = 5.0, 2.5  # [MASK] forbidden: 1, conf 0.53
+        table[4, method.PAD] = 6.0  # <pad>: conf 0, committed last
+        table[5, 2] = 4.0  # conf e^4 / (e^4 + 11) = 0.83, committed first
+        table[6, 0] = 1.0  # conf e / (e + 11) = 0.20
+        self.table, self.calls = table, []
+
+    def forward(self, ids, attention_mask=None):
+        self.calls.append(ids.clone())
+        logits = torch.zeros(*ids.shape, method.VOCAB)
+        logits[:, method.RESP_START:] = self.table
+        return logits, logits
+
+
+def test_draft_commits_the_most_confident_positions_first():
+    """Phase A by hand: x^ = argmax with <del> and [MASK] forbidden, confidence = its softmax probability with
+    <pad> forbidden too (0 for a predicted <pad>), the n_s most confident still-masked positions per pass;
+    order 5, 2, 3, 0, 1, 6, 4; then <pad> deleted and <eos> forced last."""
+    E, M, P = method.EOS, method.MASK, method.PAD
+    for S, groups in ((7, [[5], [2], [3], [0], [1], [6], [4]]), (3, [[5, 2, 3], [0, 1], [6, 4]])):
+        model = Confidences()
+        out = method.draft(model, [(1, 2), (3, 4, 5)], S)
+        assert out["forward_passes"] == S and len(model.calls) == S
+        seen = [c[:, method.RESP_START:].numpy() for c in model.calls[1:]] + [out["canvas"]]
+        for group, before, after in zip(groups, [np.full((2, 7), M)] + seen[:-1], seen):
+            newly = sorted(np.flatnonzero((before[0] == M) & (after[0] != M)).tolist())
+            assert newly == sorted(group), (S, group)
+            assert np.array_equal(before != after, np.repeat((before[:1] != after[:1]), 2, axis=0))
+        assert out["canvas"].tolist() == [[3, 4, 6, 1, P, 2, 0]] * 2
+        assert out["responses"] == [[3, 4, 6, 1, 2, E]] * 2
+
+
+def test_finish_draft_deletes_padding_and_forces_eos():
+    """Phase A step 4 on hand rows: <pad> anywhere is deleted, the last remaining token becomes <eos>, an
+    all-<pad> canvas gives [<eos>]."""
+    P, E = method.PAD, method.EOS
+    assert method._finish_draft([3, P, 4, P, 5, P, P]) == [3, 4, E]
+    assert method._finish_draft([3, 4, E, P, P, P, P]) == [3, 4, E]
+    assert method._finish_draft([P] * 7) == [E]
+    assert method._finish_draft([6, 6, 6, 6, 6, 6, 6]) == [6, 6, 6, 6, 6, 6, E]
+
+
 def _tiny_cfg():
     p = dict(experiment.EXPERIMENT_PROFILES["smoke"])
     p.update(profile="smoke", steps1=6, steps2=6, n_test=8, n_embd=16, n_head=2, batch=16)
@@ -278,6 +470,12 @@ def test_stratified_mask_rates():
         t = method._draw_t(n, rng)
         strata = np.floor((t - method.T_MIN) / (1 - method.T_MIN) * n).astype(int)
         assert sorted(strata) == list(range(n)) and (t >= method.T_MIN).all() and (t <= 1).all()
+    # u in [0, 1) maps onto [eps, 1): the largest of 2000 rates is within 1e-3 of 1 and never above it; each
+    # row has its own offset inside its stratum
+    t = method._draw_t(2000, rng)
+    assert 1 - 1e-3 < t.max() <= 1
+    offsets = (t - method.T_MIN) / (1 - method.T_MIN) * 2000 % 1
+    assert len(np.unique(np.round(offsets, 6))) > 1900
 
 
 def test_batched_labels_and_update_match_the_reference():
@@ -333,7 +531,48 @@ def test_levenshtein_batch_matches_the_reference():
     rng = np.random.default_rng(7)
     a = [[int(v) for v in rng.integers(0, 3, size=rng.integers(0, 8))] for _ in range(200)]
     b = [[int(v) for v in rng.integers(0, 3, size=rng.integers(0, 8))] for _ in range(200)]
-    assert list(method.levenshtein_batch(a, b)) == [method.levenshtein(x, y) for x, y in zip(a, b)]
+    dist = method.levenshtein_batch(a, b)
+    assert list(dist) == [method.levenshtein(x, y) for x, y in zip(a, b)] and dist.dtype == np.int64
+
+
+def test_edit_script_on_hand_examples():
+    """Step 2's canonical script written out by hand: (op, draft position or gap, token) left to right,
+    a deletion and an insertion deep inside the sequences (positions >= 2)."""
+    assert method.edit_script("abcd", "abd") == [("keep", 0, "a"), ("keep", 1, "b"), ("delete", 2, None),
+                                                 ("keep", 3, "d")]
+    assert method.edit_script("abcde", "abcxde") == [("keep", 0, "a"), ("keep", 1, "b"), ("keep", 2, "c"),
+                                                     ("insert", 3, "x"), ("keep", 3, "d"), ("keep", 4, "e")]
+    assert method.edit_script("xbcd", "abcd") == [("replace", 0, "a"), ("keep", 1, "b"), ("keep", 2, "c"),
+                                                  ("keep", 3, "d")]
+    assert method.edit_script("", "ab") == [("insert", 0, "a"), ("insert", 0, "b")]
+    assert method.edit_script("ab", "") == [("delete", 0, None), ("delete", 1, None)]
+
+
+def test_batched_labels_have_the_documented_shape_also_for_empty_inputs():
+    """edit_labels_batch returns two (n, max_len + 1) arrays (IGNORE after each row's labels), worked by hand
+    for a one-token draft next to an empty one; a batch of no rows gives no rows."""
+    I, E = method.IGNORE, method.EOS
+    token, gap = method.edit_labels_batch([[5], []], [[1], [2]])
+    assert token.tolist() == [[1, E], [E, I]] and gap.tolist() == [[1, E], [2, I]]
+    token, gap = method.edit_labels_batch([[1, 2, 3], [4]], [[1, 3], [4]])
+    assert token.shape == gap.shape == (2, 4)
+    token, gap = method.edit_labels_batch([], [])
+    assert len(token) == len(gap) == 0 and len(method.levenshtein_batch([], [])) == 0
+
+
+def test_new_model_is_sized_and_seeded_by_its_arguments():
+    """new_model builds the library's TwoHeadMLM with cfg's layers, width and heads and the given seed."""
+    from replib.models.masked_lm import TwoHeadMLM
+
+    cfg = SimpleNamespace(n_layer=1, n_embd=16, n_head=2)
+    model = method.new_model(cfg, 5)
+    config = model.encoder.config
+    assert (config.num_hidden_layers, config.hidden_size, config.num_attention_heads) == (1, 16, 2)
+    assert len(model.encoder.encoder.layer) == 1 and config.vocab_size == method.VOCAB
+    same = TwoHeadMLM(method.VOCAB, n_layer=1, n_embd=16, n_head=2, max_len=method.SEQ_LEN, seed=5).state_dict()
+    other = method.new_model(cfg, 6).state_dict()
+    assert all(torch.equal(v, same[k]) for k, v in model.state_dict().items())
+    assert not all(torch.equal(v, other[k]) for k, v in model.state_dict().items())
 
 
 def test_edit_targets_pick_the_nearest_valid_answer_and_the_drawn_one_on_ties():
@@ -486,6 +725,7 @@ def test_mask_mode_loss_is_the_sum_of_both_heads_with_hand_labels():
     predicts it as well (the label shifted one position *left*); both parts change the total."""
     prompts, answers = [(3, 1), (4, 2, 9), (5, 5)], [(1, 3), (2, 4, 9), (5, 5, 5, 5)]
     t = np.array([0.6, 0.9, 0.4])
+    t[1] = np.random.default_rng(5).random((3, method.CANVAS))[1, 2]  # a draw equal to t_b: not masked (u < t_b)
     model = TableModel()
     loss, stats = method.mask_mode_loss(model, prompts, answers, t, np.random.default_rng(5))
     clean = np.concatenate([method.encode_prompts(prompts), method.clean_canvas(answers)], axis=1)
@@ -529,7 +769,8 @@ def test_edit_mode_loss_is_the_sum_of_both_heads_with_hand_labels():
     ids, att = (x.numpy() for x in model.calls[0])
     for b, resp in enumerate(responses):
         n = method.RESP_START + len(resp)
-        assert list(ids[b, method.RESP_START:n]) == resp and att[b, :n].all() and not att[b, n:].any()
+        assert list(ids[b, method.RESP_START:n]) == resp and att[b].tolist() == [1] * n + [0] * (method.SEQ_LEN - n)
+    assert att.dtype == np.int64
     cur, nxt = model(torch.as_tensor(ids), torch.as_tensor(att))
     part_c, part_n = _hand_edit_loss(cur, nxt, responses, answers)
     assert torch.allclose(loss, part_c + part_n)
@@ -537,6 +778,9 @@ def test_edit_mode_loss_is_the_sum_of_both_heads_with_hand_labels():
     want = torch.autograd.grad(part_c + part_n, [model.tok, model.pos])
     assert all(torch.allclose(a, b) for a, b in zip(grad, want))
     assert grad[1][1].abs().sum() > 0 and np.isfinite(stats["ce_nxt"])
+    token_ce = [float(_ce(cur[b, method.RESP_START + i], lab).detach()) for b, (resp, ans) in enumerate(zip(responses, answers))
+                for i, lab in enumerate(method.edit_labels(resp[:-1], list(ans))[0])]
+    assert stats["ce_cur"] == pytest.approx(np.mean(token_ce), rel=1e-9)  # the plain mean CE of the token head
 
 
 def _examples(n=8, seed=0):
@@ -612,6 +856,23 @@ def test_release_optimiser_warms_up_then_decays_and_decays_weights():
         sched.step()
     want = [min(1.0, (s + 1) / 3) * 0.5 * (1 + math.cos(math.pi * s / 10)) for s in range(4)]
     assert lrs == pytest.approx(want)
+
+
+def test_release_schedule_stays_at_zero_after_its_steps():
+    """_make_optimiser's cosine reaches 0 at s = steps and stays there (s is capped at steps); a warmup of one
+    step starts at the full rate."""
+    import math
+
+    model = TableModel()
+    opt, sched = method._make_optimiser(model, SimpleNamespace(lr=2.0, warmup=1), 4)
+    lrs = []
+    for _ in range(7):
+        lrs.append(opt.param_groups[0]["lr"])
+        model.tok.grad, model.pos.grad = torch.zeros_like(model.tok), torch.zeros_like(model.pos)
+        opt.step()
+        sched.step()
+    assert lrs == pytest.approx([2.0, 1.0 + math.cos(math.pi / 4), 1.0, 1.0 - math.cos(math.pi / 4), 0.0, 0.0, 0.0],
+                                abs=1e-12)
 
 
 def test_prompt_split_holds_prompts_out_of_every_training_corpus(tmp_path, monkeypatch):
