@@ -770,9 +770,9 @@ def test_greedy_select_budget_edges_ties_and_wall_clock():
                 method.greedy_select(w, b, **kw)
     # the sparse update adds g(D) exactly, clipped to [0, 2] against rounding: g(2) antiparallel, g(0) parallel
     v = _ROUNDING_DIRECTION
-    res = method.greedy_select([1.0, 0.0, 0.0], 1, z=np.stack([v, -v, 3 * v]))
+    res = method.greedy_select([1.0, 0.0, 0.0], 1, z=np.stack([v, -v, 2 * v]))  # 1 - cos(v, 2v) rounds below 0 here
     assert res.final_gain[1] == _G2 and res.final_gain[2] == -0.5
-    res = method.greedy_select([1.0, 0.0, 0.0], 1, z=np.stack([v, -v, 3 * v]), cluster=[4, 4, 9])
+    res = method.greedy_select([1.0, 0.0, 0.0], 1, z=np.stack([v, -v, 2 * v]), cluster=[4, 4, 9])
     assert res.final_gain[1] == _G2 and res.final_gain[2] == 0.0
 
 
