@@ -461,17 +461,22 @@ def test_student_notebooks_are_written_as_ipynb_into_a_new_nested_folder(tmp_pat
     assert cells[1]["metadata"]["tags"] == ["solution"] and "NotImplementedError" in "".join(cells[1]["source"])
 
 
+# the fake clone's package folder, spelt in parts: tools/mutants.sh rewrites the literal path in the tests
+# of its scratch copy, where the real package lives elsewhere
+LIB = "/".join(("lib", "replib"))
+
+
 def _fake_clone(tmp_path, monkeypatch):
     """A clone with package replib (core.a, core.b, papers.ch.method, papers.ch.experiment) and a
     chapter 'ch' whose experiment notebook imports the chapter's experiment module."""
     from replib.core import fingerprint as fp
 
     files = {
-        "lib/replib/__init__.py": "", "lib/replib/core/__init__.py": "", "lib/replib/core/a.py": "A = 1\n",
-        "lib/replib/core/b.py": "B = 2\n", "lib/replib/papers/__init__.py": "",
-        "lib/replib/papers/ch/__init__.py": "from .method import f\n",
-        "lib/replib/papers/ch/method.py": '"""Method."""\n\ndef f():\n    return 1\n',
-        "lib/replib/papers/ch/experiment.py": ("from . import method\nfrom ..ch.method import f\n"
+        f"{LIB}/__init__.py": "", f"{LIB}/core/__init__.py": "", f"{LIB}/core/a.py": "A = 1\n",
+        f"{LIB}/core/b.py": "B = 2\n", f"{LIB}/papers/__init__.py": "",
+        f"{LIB}/papers/ch/__init__.py": "from .method import f\n",
+        f"{LIB}/papers/ch/method.py": '"""Method."""\n\ndef f():\n    return 1\n',
+        f"{LIB}/papers/ch/experiment.py": ("from . import method\nfrom ..ch.method import f\n"
                                                "from replib.core import a\nimport replib.core.b\nimport numpy\n"),
         "notebooks/ch/chapter.yml": "title: T\n",
         "notebooks/ch/01_theory.py": "# %%\nimport math\n",
@@ -514,9 +519,9 @@ def test_a_fingerprint_is_the_documented_sha256_over_paths_and_texts(tmp_path, m
     names = [p.relative_to(tmp_path).as_posix() for p in sources]
     assert names == sorted(names) and set(names) == {
         "notebooks/ch/chapter.yml", "notebooks/ch/01_theory.py", "notebooks/ch/03_experiment.py",
-        "lib/replib/__init__.py", "lib/replib/papers/__init__.py", "lib/replib/papers/ch/__init__.py",
-        "lib/replib/papers/ch/experiment.py", "lib/replib/papers/ch/method.py", "lib/replib/core/__init__.py",
-        "lib/replib/core/a.py", "lib/replib/core/b.py"}
+        f"{LIB}/__init__.py", f"{LIB}/papers/__init__.py", f"{LIB}/papers/ch/__init__.py",
+        f"{LIB}/papers/ch/experiment.py", f"{LIB}/papers/ch/method.py", f"{LIB}/core/__init__.py",
+        f"{LIB}/core/a.py", f"{LIB}/core/b.py"}
     assert fp._text(nb) == b"# %%\nfrom replib.papers.ch import experiment\n# \n"
     digest = hashlib.sha256()
     for path, name in zip(sources, names):
