@@ -504,6 +504,10 @@ def test_imports_are_resolved_relative_to_their_module_with_parent_packages(tmp_
     assert fp._imported_replib_modules(tmp_path / "notebooks" / "ch" / "03_experiment.py") == {
         "replib", "replib.papers", "replib.papers.ch", "replib.papers.ch.experiment"}
     assert fp._imported_replib_modules(tmp_path / "notebooks" / "ch" / "01_theory.py") == set()
+    (lib / "papers" / "ch" / "deep.py").write_text("from ...core import a\n", encoding="utf-8")   # three levels up
+    assert fp._imported_replib_modules(lib / "papers" / "ch" / "deep.py") == {"replib", "replib.core", "replib.core.a"}
+    (lib / "papers" / "ch" / "bare.py").write_text("import replib\n", encoding="utf-8")
+    assert fp._imported_replib_modules(lib / "papers" / "ch" / "bare.py") == {"replib"}
 
 
 def test_a_fingerprint_is_the_documented_sha256_over_paths_and_texts(tmp_path, monkeypatch, utf8_files):
