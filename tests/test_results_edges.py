@@ -348,11 +348,13 @@ def _matplotlib_colour_codes():
 
     codes = mcolors.colorConverter.colors
     saved = {code: codes[code] for code in mcolors.BASE_COLORS}
-    codes.update(mcolors.BASE_COLORS)
+    for code, colour in mcolors.BASE_COLORS.items():
+        codes[code] = colour          # item by item: each assignment clears matplotlib's colour cache
     try:
         yield
     finally:
-        codes.update(saved)
+        for code, colour in saved.items():
+            codes[code] = colour
 
 
 def test_the_margins_figure_draws_each_judged_claim_where_its_margin_puts_it():
