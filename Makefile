@@ -43,7 +43,7 @@ replay-one: setup          ## re-run one committed seed of the cheapest chapter;
 replay: setup              ## re-run one committed seed of every chapter (about a third of `make book`)
 	$(REPLIB) replay --all
 
-mutants: setup             ## mutation testing (mutmut): make mutants [PATTERNS='replib/papers/foam/method.py' TESTS=tests/papers/test_foam.py]
+mutants: setup             ## mutation testing (mutmut), a score per file: make mutants [PATTERNS='replib/papers/foam/method.py' TESTS=tests/papers/test_foam.py]
 	$(PY) -m pip install -q mutmut==3.8.1
 	TESTS='$(TESTS)' tools/mutants.sh $(PATTERNS)
 

@@ -7,6 +7,10 @@
 #   [TESTS='tests/...'] tools/mutants.sh [PATTERN ...]
 #   default: replib/core/ledger.py against the ledger, results and core tests (about 10 min on 2 cores)
 #   e.g. TESTS=tests/papers/test_foam.py tools/mutants.sh replib/papers/foam/method.py
+#   TIMEOUT_MULTIPLIER (default mutmut's 15): a mutant times out, and counts as caught, past
+#   2 x 15 x (its tests' time + 1 s) of CPU. A first pass at 4 ends far sooner where many mutants loop, but
+#   flags some slow-to-start tests (datasets, tqdm) too: then set timeout_multiplier=15 in the scratch
+#   copy's setup.cfg and run `python -m mutmut run` there again, which re-tests only the timed-out mutants.
 #   SKIP='processes or cluster' leaves out more tests by pytest -k expression (slow ones that only
 #   re-check what others check, e.g. seeds over worker processes)
 #
@@ -35,6 +39,7 @@ or test_a_fingerprint_follows_text or test_stale_results_tell_prose_from_code \
 or test_rejudge_keeps_the_values_and_records_that_it_judged_again"
 {
   echo "[mutmut]"
+  echo "timeout_multiplier=${TIMEOUT_MULTIPLIER:-15}"
   echo "source_paths=src/replib"
   echo "only_mutate="; for p in "${patterns[@]}"; do echo "    src/$p"; done
   echo "also_copy=notebooks"; for f in data book tools _toc.yml _config.yml README.md; do echo "    $f"; done
@@ -43,6 +48,9 @@ or test_rejudge_keeps_the_values_and_records_that_it_judged_again"
   echo "    not ($committed)${SKIP:+ and not ($SKIP)}"
 } > "$work/setup.cfg"
 cd "$work"
+# torch and pyarrow start thread pools before mutmut forks a child per mutant; in the children they can
+# hang, which mutmut would count as a timeout (a caught mutant): one thread each
+export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 "$python" -m mutmut run
 # the score: mutants some test notices (killed, or the tests ran past mutmut's timeout) over all of them;
 # mutants listed in tools/mutants_equivalent.txt (no input can tell them from the code) are left out
