@@ -21,7 +21,6 @@ from replib.core.results import (
     read_results,
 )
 
-
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -324,8 +323,8 @@ def _describe(fig) -> dict:
             "ylim": r(ax.get_ylim()), "yticks": r(ax.get_yticks()),
             "yticklabels": [[t.get_text(), t.get_fontsize()] for t in ax.get_yticklabels()],
             "xticksize": ax.xaxis.get_major_ticks()[0].label1.get_fontsize(),
-            "lines": [[r(l.get_xdata()), r(l.get_ydata()), mcolors.to_hex(l.get_color()), l.get_linewidth(),
-                       l.get_alpha(), l.get_solid_capstyle(), l.get_zorder()] for l in ax.get_lines()],
+            "lines": [[r(line.get_xdata()), r(line.get_ydata()), mcolors.to_hex(line.get_color()), line.get_linewidth(),
+                       line.get_alpha(), line.get_solid_capstyle(), line.get_zorder()] for line in ax.get_lines()],
             "points": [[r(c.get_offsets()), r(c.get_sizes()), colours(c.get_facecolors()),
                         colours(c.get_edgecolors()), r(c.get_linewidths()), c.get_zorder(),
                         r(np.ptp(c.get_paths()[0].vertices, axis=0))] for c in ax.collections],
@@ -360,9 +359,8 @@ def _matplotlib_colour_codes():
 def test_the_margins_figure_draws_each_judged_claim_where_its_margin_puts_it():
     """Panels for chapters with judged claims only; interval bars and seed dots at margin(), clipped at
     +-MARGIN_CLIP; a diamond at a headline's null; a cross at the left edge for a seed with no value."""
-    import matplotlib.pyplot as plt
-
     import matplotlib as mpl
+    import matplotlib.pyplot as plt
 
     _, synthetic = _synthetic_results()
     with mpl.style.context("default"), _matplotlib_colour_codes():   # whatever an earlier test left behind
@@ -389,7 +387,7 @@ def test_the_margins_figure_draws_each_judged_claim_where_its_margin_puts_it():
         p1_bar, c2_bar, zero = b.get_lines()             # h2 has a seed without a value: no interval bar
         assert np.allclose(c2_bar.get_xdata(), [-2.0, -2.0]) and np.allclose(zero.get_xdata(), [0, 0])
         colour = results.VERDICT_COLOURS
-        assert [l.get_color() for l in a.get_lines()[:2]] == [colour["holds"], colour["holds"]]
+        assert [line.get_color() for line in a.get_lines()[:2]] == [colour["holds"], colour["holds"]]
         assert [p1_bar.get_color(), c2_bar.get_color()] == [colour["holds"], colour["fails"]]
         d = fig.axes[2]
         assert len(d.get_lines()) == 3                    # m3's half-known interval draws no bar

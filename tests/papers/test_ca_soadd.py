@@ -520,7 +520,7 @@ def _encoder_by_hand(enc, h, tau):
     w2, b2 = enc.att[2].weight.detach().double()[0], enc.att[2].bias.detach().double()[0]
     out = []
     for clip in h:
-        f = sum(a[l] * clip[l] for l in range(len(a)))  # T x d
+        f = sum(a[i] * clip[i] for i in range(len(a)))  # T x d
         e = torch.stack([w2 @ torch.tanh(W1 @ f_t + b1) + b2 for f_t in f])
         beta = torch.exp(e - e.max())
         beta = beta / beta.sum()

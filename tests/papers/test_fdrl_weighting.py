@@ -700,7 +700,6 @@ def test_finish_round_weights_of_uniform_q_std_and_tempered_runs():
     """The server's weights per aggregator with the run's temperature factor: FedAvg 1/K; q_std softmax(J / (T
     std J)); q_softmax softmax(beta J / temp); combined softmax(S / (T std S)) with T = temperature x temp."""
     torch.manual_seed(0)
-    kinds = ["expert", "medium", "random"]
     specs = [method.RunSpec("uniform"), method.RunSpec("q_std", temp=2.0), method.RunSpec("q_softmax", temp=0.5),
              method.RunSpec("combined", temp=3.0)]
     data = experiment.pack_clients(_toy_clients(), len(specs), 6, 0)

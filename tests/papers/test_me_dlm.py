@@ -551,9 +551,9 @@ def test_edit_script_on_hand_examples():
 def test_batched_labels_have_the_documented_shape_also_for_empty_inputs():
     """edit_labels_batch returns two (n, max_len + 1) arrays (IGNORE after each row's labels), worked by hand
     for a one-token draft next to an empty one; a batch of no rows gives no rows."""
-    I, E = method.IGNORE, method.EOS
+    ig, E = method.IGNORE, method.EOS
     token, gap = method.edit_labels_batch([[5], []], [[1], [2]])
-    assert token.tolist() == [[1, E], [E, I]] and gap.tolist() == [[1, E], [2, I]]
+    assert token.tolist() == [[1, E], [E, ig]] and gap.tolist() == [[1, E], [2, ig]]
     token, gap = method.edit_labels_batch([[1, 2, 3], [4]], [[1, 3], [4]])
     assert token.shape == gap.shape == (2, 4)
     token, gap = method.edit_labels_batch([], [])
