@@ -554,3 +554,22 @@ def test_code_text_drops_docstrings_only_and_ignores_line_positions(tmp_path):
     assert code('"""Doc."""\nx = 1\n') == code("\n\n# moved down\nx = 1\n")          # docstring, lines, comment
     assert code("if x:\n    'a string, not a docstring'\n    y = 1\n") != code("if x:\n    'another'\n    y = 1\n")
     assert code("class C:\n    'doc'\n") == code("class C:\n    pass\n")
+
+
+def test_the_cache_lives_in_the_clone_else_in_the_home_folder_unless_set(monkeypatch, tmp_path):
+    monkeypatch.delenv(data.CACHE_VAR, raising=False)
+    monkeypatch.setattr(data, "repo_root", lambda: tmp_path / "clone")
+    assert data.cache_dir() == tmp_path / "clone" / "data" / "cache"
+    monkeypatch.setattr(data, "repo_root", lambda: None)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert data.cache_dir() == tmp_path / "home" / ".cache" / "replib"
+    monkeypatch.setenv(data.CACHE_VAR, str(tmp_path / "mine"))
+    assert data.cache_dir() == tmp_path / "mine"
+
+
+def test_marked_lines_turn_every_redraw_and_line_into_one_marked_line():
+    import io
+
+    stream = io.StringIO()
+    display._MarkedLines(stream).write("\r 1/3 \r2/3\n\n3/3")
+    assert stream.getvalue().splitlines() == [display.PROGRESS_MARK + t for t in ("1/3", "2/3", "3/3")]
