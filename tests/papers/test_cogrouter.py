@@ -221,20 +221,26 @@ def test_expansion_only_for_successful_steps_in_mixed_groups():
     assert mask.tolist() == [True, True, False, False, False, False, False, False, False, True, True]
 
 
-def test_build_batch_replaces_expanded_steps_by_weighted_variants():
+def _two_group_rollout(types):
+    """Five steps of episodes 0 (2 steps), 1, 2, 3; G = 2: group 0 mixed (episode 0 won), group 1 all won;
+    ``types``: each step's stage type."""
     rng = np.random.default_rng(0)
-    policy = task.make_policy(seed=1)
-    m = 5  # episodes 0 (2 steps), 1, 2, 3; G = 2: group 0 mixed (0 won), group 1 all won
-    roll = {"episode": np.array([0, 0, 1, 2, 3]), "obs": rng.random((m, 11)).astype(np.float32),
+    m = 5
+    return {"episode": np.array([0, 0, 1, 2, 3]), "obs": rng.random((m, 11)).astype(np.float32),
             "views": rng.standard_normal((m, 4, 19)).astype(np.float32), "level": np.array([1, 3, 0, 2, 1]),
-            "action": np.array([0, 1, 2, 3, 0]), "type": np.array([0, 2, 1, 0, 0]),
+            "action": np.array([0, 1, 2, 3, 0]), "type": np.array(types),
             "returns": np.array([1.0, 0.0, 1.0, 1.0]), "length": np.array([2, 1, 1, 1])}
+
+
+def test_build_batch_replaces_expanded_steps_by_weighted_variants():
+    policy = task.make_policy(seed=1)
+    roll = _two_group_rollout([0, 2, 1, 0, 0])
     adv_ep = method.pooled_group_advantages(roll["returns"].reshape(2, 2), roll["length"].reshape(2, 2)).ravel()
     assert adv_ep[0] > 0 > adv_ep[1] and adv_ep[2] == adv_ep[3] == 0
     plain = method.build_batch(policy, roll, G=2, expand=False)
-    assert len(plain["advantages"]) == m and plain["n_expanded"] == 0
+    assert len(plain["advantages"]) == len(roll["episode"]) and plain["n_expanded"] == 0
     assert np.allclose(plain["advantages"].numpy(), adv_ep[roll["episode"]])
-    assert torch.equal(plain["views"], torch.from_numpy(roll["views"][np.arange(m), roll["level"]]))
+    assert torch.equal(plain["views"], torch.from_numpy(roll["views"][np.arange(len(roll["episode"])), roll["level"]]))
     batch = method.build_batch(policy, roll, G=2, expand=True, k=2.0)
     assert batch["n_expanded"] == 2 and len(batch["advantages"]) == 3 + 8
     assert np.allclose(batch["advantages"][:3].numpy(), adv_ep[[1, 2, 3]])  # non-expanded keep A_tau
@@ -282,13 +288,8 @@ def test_build_batch_diagnostics_and_level_weights_use_k():
     (paper default k = 2), share_mixed is the share of groups with unequal returns, exp_type and
     exp_obs are the expanded steps' stage types and observations, every float tensor is float32,
     and a batch without expansion has a (0, 4) weight table."""
-    rng = np.random.default_rng(0)
     policy = task.make_policy(seed=1)
-    m = 5  # episodes 0 (2 steps), 1, 2, 3; G = 2: group 0 mixed (0 won), group 1 all won
-    roll = {"episode": np.array([0, 0, 1, 2, 3]), "obs": rng.random((m, 11)).astype(np.float32),
-            "views": rng.standard_normal((m, 4, 19)).astype(np.float32), "level": np.array([1, 3, 0, 2, 1]),
-            "action": np.array([0, 1, 2, 3, 0]), "type": np.array([2, 1, 0, 0, 0]),
-            "returns": np.array([1.0, 0.0, 1.0, 1.0]), "length": np.array([2, 1, 1, 1])}
+    roll = _two_group_rollout([2, 1, 0, 0, 0])
     conf = method.action_confidences(policy, roll["views"][:2], roll["action"][:2])
     adv0 = method.pooled_group_advantages([[1.0, 0.0]], [[2, 1]])[0, 0]
     for k, kwargs in ((2.0, {}), (4.0, {"k": 4.0})):

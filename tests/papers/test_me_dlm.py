@@ -839,6 +839,17 @@ def test_train_phase_steps_are_clipped_sgd_on_the_hand_written_losses(edit_prob)
         assert torch.allclose(a, b, atol=1e-6), name
 
 
+def _learning_rates(model, opt, sched, steps):
+    """The learning rate at each of ``steps`` optimiser steps (zero gradients, so only the schedule moves)."""
+    lrs = []
+    for _ in range(steps):
+        lrs.append(opt.param_groups[0]["lr"])
+        model.tok.grad, model.pos.grad = torch.zeros_like(model.tok), torch.zeros_like(model.pos)
+        opt.step()
+        sched.step()
+    return lrs
+
+
 def test_release_optimiser_warms_up_then_decays_and_decays_weights():
     """_make_optimiser: AdamW with weight decay 0.01; lr_s = lr min(1, (s + 1) / warmup) (1 + cos(pi s / steps)) / 2
     at steps s = 0, 1, 2, 3 (the schedule's state after each step)."""
@@ -848,12 +859,7 @@ def test_release_optimiser_warms_up_then_decays_and_decays_weights():
     cfg = SimpleNamespace(lr=1.0, warmup=3)
     opt, sched = method._make_optimiser(model, cfg, 10)
     assert isinstance(opt, torch.optim.AdamW) and opt.param_groups[0]["weight_decay"] == 0.01
-    lrs = []
-    for _ in range(4):
-        lrs.append(opt.param_groups[0]["lr"])
-        model.tok.grad, model.pos.grad = torch.zeros_like(model.tok), torch.zeros_like(model.pos)
-        opt.step()
-        sched.step()
+    lrs = _learning_rates(model, opt, sched, 4)
     want = [min(1.0, (s + 1) / 3) * 0.5 * (1 + math.cos(math.pi * s / 10)) for s in range(4)]
     assert lrs == pytest.approx(want)
 
@@ -865,12 +871,7 @@ def test_release_schedule_stays_at_zero_after_its_steps():
 
     model = TableModel()
     opt, sched = method._make_optimiser(model, SimpleNamespace(lr=2.0, warmup=1), 4)
-    lrs = []
-    for _ in range(7):
-        lrs.append(opt.param_groups[0]["lr"])
-        model.tok.grad, model.pos.grad = torch.zeros_like(model.tok), torch.zeros_like(model.pos)
-        opt.step()
-        sched.step()
+    lrs = _learning_rates(model, opt, sched, 7)
     assert lrs == pytest.approx([2.0, 1.0 + math.cos(math.pi / 4), 1.0, 1.0 - math.cos(math.pi / 4), 0.0, 0.0, 0.0],
                                 abs=1e-12)
 

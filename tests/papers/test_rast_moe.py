@@ -459,6 +459,19 @@ def test_load_balancing_loss_gradient_spreads_the_router(one_torch_thread):
     assert loss.item() == pytest.approx(4 * (2 / 3 * q[:, 0].mean() + 1 / 3 * q[:, 1].mean()).item(), rel=1e-6)
 
 
+def _clipped_sgd_step_by_hand(policy, batch, ppo):
+    """The gradient of the hand-written PPO loss (policy + c_v value - c_e entropy + c_b balance) and the
+    norm-clip factor min(1, 0.5 / ||g||); with the parts, the parameters and their values before the step."""
+    parts = _ppo_parts_by_hand(policy, batch, ppo.clip_eps)
+    pl, vl, ent, bal = parts
+    params = list(policy.parameters())
+    grads = torch.autograd.grad(pl + ppo.value_coef * vl - ppo.entropy_coef * ent + ppo.balance_coef * bal, params,
+                                allow_unused=True)
+    grads = [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads)]
+    scale = min(1.0, 0.5 / (float(torch.sqrt(sum((g ** 2).sum() for g in grads))) + 1e-6))
+    return parts, params, grads, scale, [p.detach().clone() for p in params]
+
+
 def test_ppo_update_first_step_is_clipped_sgd_on_the_hand_written_loss(one_torch_thread):
     """ppo_update (one epoch, one minibatch, plain SGD): every parameter moves by -lr g min(1, 0.5 /
     ||g||), g the gradient of the hand-written PPO loss (GAE, standardised advantages, balance term
@@ -467,13 +480,7 @@ def test_ppo_update_first_step_is_clipped_sgd_on_the_hand_written_loss(one_torch
     policy = _tiny_moe(2)
     data = _rollout_data(policy, seed=2)
     batch = _hand_batch(data, ppo)
-    pl, vl, ent, bal = _ppo_parts_by_hand(policy, batch, ppo.clip_eps)
-    params = list(policy.parameters())
-    grads = torch.autograd.grad(pl + ppo.value_coef * vl - ppo.entropy_coef * ent + ppo.balance_coef * bal, params,
-                                allow_unused=True)
-    grads = [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads)]
-    scale = min(1.0, 0.5 / (float(torch.sqrt(sum((g ** 2).sum() for g in grads))) + 1e-6))
-    before = [p.detach().clone() for p in params]
+    (_, vl, _, bal), params, grads, scale, before = _clipped_sgd_step_by_hand(policy, batch, ppo)
     lr = 0.05
     parts = method.ppo_update(policy, torch.optim.SGD(params, lr=lr), data, ppo, torch.Generator().manual_seed(0))
     assert parts["value"] == pytest.approx(vl.item(), rel=1e-4) and parts["balance"] == pytest.approx(bal.item(), rel=1e-4)
@@ -809,13 +816,7 @@ def test_ppo_update_standardises_tiny_advantages_with_a_positive_epsilon(one_tor
     batch = _hand_batch(data, ppo)
     live = batch["live"].bool()
     assert 0.5e-8 < float(torch.as_tensor(tiny.reshape(live.shape))[live].std()) < 2e-8
-    pl, vl, ent, bal = _ppo_parts_by_hand(policy, batch, ppo.clip_eps)
-    params = list(policy.parameters())
-    grads = torch.autograd.grad(pl + ppo.value_coef * vl - ppo.entropy_coef * ent + ppo.balance_coef * bal, params,
-                                allow_unused=True)
-    grads = [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads)]
-    scale = min(1.0, 0.5 / (float(torch.sqrt(sum((g ** 2).sum() for g in grads))) + 1e-6))
-    before = [p.detach().clone() for p in params]
+    _, params, grads, scale, before = _clipped_sgd_step_by_hand(policy, batch, ppo)
     method.ppo_update(policy, torch.optim.SGD(params, lr=0.05), data, ppo, torch.Generator().manual_seed(0))
     for b, p, g in zip(before, params, grads):
         assert torch.allclose(p.detach() - b, -0.05 * scale * g, rtol=1e-3, atol=1e-7)
